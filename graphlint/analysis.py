@@ -1,0 +1,77 @@
+"""The file phase's front door: bytes on disk to a `ModuleSummary`, never an exception.
+
+Whatever is wrong with a file (gone, unreadable, binary, not UTF-8, not Python) becomes a
+summary with an error, which the engine reports as GL000 while every other file is still
+checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+import warnings
+
+from graphlint.checkers.model import ModuleSummary
+from graphlint.checkers.summarize import FileSummarizer
+from graphlint.suppressions import parse_suppressions
+
+
+def read_source(path: str) -> tuple[bytes | None, str | None]:
+    """The file's bytes, or why they could not be read."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(), None
+    except FileNotFoundError:
+        return None, "file not found (it may have been removed during the run)"
+    except IsADirectoryError:
+        return None, "is a directory, not a file"
+    except PermissionError:
+        return None, "permission denied"
+    except OSError as error:
+        return None, f"cannot read file: {error.strerror or error}"
+
+
+def decode_source(data: bytes) -> tuple[str | None, str | None]:
+    if b"\x00" in data:
+        return None, "binary file (contains NUL bytes), not Python source"
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        return None, f"cannot decode file: {error.msg if hasattr(error, 'msg') else error}"
+    try:
+        return data.decode(encoding if encoding != "utf-8" else "utf-8-sig"), None
+    except (UnicodeDecodeError, LookupError) as error:
+        position = f" at byte {error.start}" if isinstance(error, UnicodeDecodeError) else ""
+        return None, f"file is not valid {encoding}{position}"
+
+
+def summarize_source(data: bytes, module: str, is_package: bool) -> ModuleSummary:
+    """Parse and summarise one file's bytes (pure: the cache relies on that)."""
+    text, error = decode_source(data)
+    if text is None:
+        return ModuleSummary(module=module, error=error)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except SyntaxError as error:
+        summary = ModuleSummary(module=module, error=f"syntax error: {error.msg}")
+        summary.error_line = error.lineno or 1
+        summary.error_column = error.offset or 1
+        summary.skip_file = parse_suppressions(text, None).skip_file
+        return summary
+    except (ValueError, RecursionError, MemoryError) as error:
+        return ModuleSummary(module=module, error=f"cannot parse file: {type(error).__name__}: {error}")
+    try:
+        summary = FileSummarizer(tree, module, is_package, text).run()
+    except RecursionError:
+        return ModuleSummary(module=module, error="file is nested too deeply to analyse")
+    except Exception as error:  # a graphlint bug must not cost the user the rest of the run
+        return ModuleSummary(
+            module=module, error=f"internal error while analysing (please report): {type(error).__name__}: {error}"
+        )
+    suppressions = parse_suppressions(text, tree)
+    summary.suppressions = suppressions.by_line
+    summary.skip_file = suppressions.skip_file
+    return summary

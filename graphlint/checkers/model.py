@@ -1,0 +1,115 @@
+"""Per-file summaries: everything the cross-file analysis needs, without the syntax tree.
+
+A file is parsed once into a `ModuleSummary`; the project-wide phase (call graph, capture
+reachability, findings) works on summaries alone. That is what makes the cache correct
+for interprocedural rules: a summary depends only on the file's bytes and module name, so
+it can be reused whenever those are unchanged, and the cheap global phase is always redone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graphlint.findings import Fix
+from graphlint.suppressions import Suppression
+
+# Kinds of capture region. "graph" covers torch.cuda.graph, capture_begin/end and wrapper
+# APIs (the CUDA stream is captured); "compile" covers torch.compile's cudagraph modes,
+# where a host sync splits the graph instead of failing the capture.
+GRAPH = "graph"
+COMPILE = "compile"
+
+
+@dataclass
+class Region:
+    """A place that may be a capture region; whether it is one is decided project-wide.
+
+    ``target`` is the canonical dotted name of the context manager called in a ``with``
+    (decided by the project phase: torch.cuda.graph, a wrapper function, a configured entry
+    point) or ``None`` when the file phase already knows it is a capture.
+    """
+
+    line: int
+    label: str
+    target: str | None
+    kind: str = GRAPH
+
+
+@dataclass
+class Hazard:
+    """A candidate finding, reported when the code it is in runs in a capture.
+
+    ``regions`` are the enclosing region ids (innermost last). ``always`` hazards are
+    findings whatever the reachability (the file phase decided them); ``needs_region``
+    hazards count only when that region turns out to be a capture.
+    """
+
+    code: str
+    message: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    regions: tuple[int, ...] = ()
+    fix: Fix | None = None
+    always: bool = False
+    needs_region: int | None = None
+
+
+@dataclass
+class CallRef:
+    """A call whose target is resolved project-wide.
+
+    ``target`` forms: ``f:dotted.name`` (a function, or a class to construct),
+    ``m:pkg.Class:attr`` (method or callable attribute of a known class),
+    ``i:pkg.Class`` (calling an instance: ``forward``/``__call__``).
+    """
+
+    target: str
+    line: int
+    column: int
+    regions: tuple[int, ...] = ()
+
+
+@dataclass
+class EntryRef:
+    """A callable captured as a whole: passed to make_graphed_callables or torch.compile."""
+
+    target: str  # same forms as CallRef.target
+    line: int
+    kind: str
+    function: str  # display name of the scope that named it
+    via_call: bool  # False for a decorator: the function itself is the region
+
+
+@dataclass
+class FunctionSummary:
+    qualname: str
+    display: str
+    line: int
+    hazards: list[Hazard] = field(default_factory=list)
+    calls: list[CallRef] = field(default_factory=list)
+    returns_capture: bool = False  # a wrapper API: calling it gives a capture context
+
+
+@dataclass
+class ClassSummary:
+    qualname: str
+    bases: list[str]
+    methods: dict[str, str]
+    attr_classes: dict[str, str]  # self.attr -> class qualname it holds an instance of
+
+
+@dataclass
+class ModuleSummary:
+    module: str
+    functions: dict[str, FunctionSummary] = field(default_factory=dict)
+    classes: dict[str, ClassSummary] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)  # module-level name -> dotted
+    regions: list[Region] = field(default_factory=list)
+    entries: list[EntryRef] = field(default_factory=list)
+    suppressions: dict[int, Suppression] = field(default_factory=dict)
+    skip_file: bool = False
+    error: str | None = None  # GL000 reason
+    error_line: int = 1
+    error_column: int = 1

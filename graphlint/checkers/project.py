@@ -1,0 +1,279 @@
+"""The project phase: the call graph over every analysed file, and what runs in a capture.
+
+Inputs are the per-file summaries; output is the list of findings for the GL1xx rules.
+A function is *in capture* when it is reachable in the call graph from a capture region
+(a `with torch.cuda.graph(...)` body, a capture_begin/end span, a wrapper API, a configured
+entry point) or is itself captured whole (make_graphed_callables, torch.compile in a
+cudagraph mode). Each finding reached through calls carries the shortest call path.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import networkx as nx
+
+from graphlint.checkers.capture_rules import CONSEQUENCES
+from graphlint.checkers.model import COMPILE, GRAPH, FunctionSummary, Hazard, ModuleSummary
+from graphlint.findings import CallSite, Finding
+from graphlint.registry import all_rules
+
+_MAX_ALIAS_HOPS = 8
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How a function came to run in a capture: region kind and the calls that got there."""
+
+    kind: str
+    path: tuple[CallSite, ...]
+
+
+class Project:
+    def __init__(
+        self,
+        summaries: dict[str, ModuleSummary],
+        entry_points: frozenset[str] = frozenset(),
+    ) -> None:
+        """``summaries`` maps each display path to the summary of that file."""
+        self.summaries = summaries
+        self.entry_points = entry_points
+        self.functions: dict[str, tuple[str, FunctionSummary]] = {}
+        self.classes = {}
+        self.aliases: dict[str, str] = {}
+        self.modules: set[str] = set()
+        for path, summary in sorted(summaries.items()):
+            self.modules.add(summary.module)
+            for qualname, function in summary.functions.items():
+                self.functions[qualname] = (path, function)
+            self.classes.update(summary.classes)
+            for local, dotted in summary.aliases.items():
+                self.aliases[f"{summary.module}.{local}"] = dotted
+        self.graph = nx.DiGraph()
+        self._wrappers = self._find_wrappers()
+
+    # -- resolution ----------------------------------------------------------------------
+    def resolve_name(self, dotted: str) -> str | None:
+        """A function or class qualname for ``dotted``, following re-exports."""
+        for _ in range(_MAX_ALIAS_HOPS):
+            if dotted in self.functions or dotted in self.classes:
+                return dotted
+            head, _, tail = dotted.rpartition(".")
+            # pkg.mod.name where pkg.mod re-exports name, or pkg.Class.method through an alias.
+            if dotted in self.aliases and self.aliases[dotted] != dotted:
+                dotted = self.aliases[dotted]
+                continue
+            if head in self.aliases and self.aliases[head] != head:
+                dotted = f"{self.aliases[head]}.{tail}"
+                continue
+            return None
+        return None
+
+    def method(self, class_qualname: str, name: str) -> str | None:
+        """``name`` looked up along the class's bases (breadth first, project classes only)."""
+        seen: set[str] = set()
+        queue = deque([class_qualname])
+        while queue:
+            current = self.resolve_name(queue.popleft()) or ""
+            if current in seen or current not in self.classes:
+                continue
+            seen.add(current)
+            summary = self.classes[current]
+            if name in summary.methods:
+                return summary.methods[name]
+            queue.extend(summary.bases)
+        return None
+
+    def attribute_class(self, class_qualname: str, attr: str) -> str | None:
+        seen: set[str] = set()
+        queue = deque([class_qualname])
+        while queue:
+            current = self.resolve_name(queue.popleft()) or ""
+            if current in seen or current not in self.classes:
+                continue
+            seen.add(current)
+            summary = self.classes[current]
+            if attr in summary.attr_classes:
+                return self.resolve_name(summary.attr_classes[attr])
+            queue.extend(summary.bases)
+        return None
+
+    def resolve_target(self, target: str) -> list[str]:
+        """Function qualnames a symbolic call target runs (see `CallRef`)."""
+        kind, _, rest = target.partition(":")
+        if kind == "f":
+            resolved = self.resolve_name(rest)
+            if resolved is None:
+                return []
+            if resolved in self.functions:
+                return [resolved]
+            init = self.method(resolved, "__init__")
+            return [init] if init else []
+        if kind == "i":
+            resolved = self.resolve_name(rest)
+            if resolved is None:
+                return []
+            found = self.method(resolved, "forward") or self.method(resolved, "__call__")
+            return [found] if found else []
+        if kind in ("m", "s"):
+            owner, _, name = rest.partition(":")
+            if kind == "s":
+                summary = self.classes.get(owner)
+                if summary is None:
+                    return []
+                for base in summary.bases:
+                    found = self.method(base, name)
+                    if found:
+                        return [found]
+                return []
+            found = self.method(owner, name)
+            if found:
+                return [found]
+            held = self.attribute_class(owner, name)
+            if held:
+                return self.resolve_target(f"i:{held}")
+        return []
+
+    # -- wrappers ------------------------------------------------------------------------
+    def _find_wrappers(self) -> set[str]:
+        """Functions that return a capture context, directly or through another wrapper."""
+        wrappers = {q for q, (_, f) in self.functions.items() if f.returns_capture}
+        wrappers |= {q for q in self.functions if q in self.entry_points}
+        returns: dict[str, list[str]] = {}
+        for qualname, (_, function) in self.functions.items():
+            for call in function.calls:
+                if call.target.startswith("r:"):
+                    target = call.target[2:]
+                    if target.startswith("f:") and target[2:] in self.entry_points:
+                        wrappers.add(qualname)
+                    returns.setdefault(qualname, []).extend(self.resolve_target(target))
+        changed = True
+        while changed:
+            changed = False
+            for qualname, callees in returns.items():
+                if qualname not in wrappers and any(c in wrappers for c in callees):
+                    wrappers.add(qualname)
+                    changed = True
+        return wrappers
+
+    def region_active(self, summary: ModuleSummary, region_id: int) -> bool:
+        region = summary.regions[region_id]
+        if region.target is None:
+            return True
+        kind, _, rest = region.target.partition(":")
+        if kind == "f" and (rest in self.entry_points or self.resolve_name(rest) in self.entry_points):
+            return True
+        return any(q in self._wrappers for q in self.resolve_target(region.target))
+
+    def active_region(self, summary: ModuleSummary, regions: tuple[int, ...]) -> int | None:
+        for region_id in reversed(regions):
+            if self.region_active(summary, region_id):
+                return region_id
+        return None
+
+    # -- reachability --------------------------------------------------------------------
+    def build_call_graph(self) -> None:
+        for qualname in sorted(self.functions):
+            self.graph.add_node(qualname)
+        for qualname in sorted(self.functions):
+            path, function = self.functions[qualname]
+            for call in function.calls:
+                if call.target.startswith("r:"):
+                    continue
+                for callee in self.resolve_target(call.target):
+                    if not self.graph.has_edge(qualname, callee):
+                        self.graph.add_edge(qualname, callee, sites=[])
+                    self.graph.edges[qualname, callee]["sites"].append(
+                        (CallSite(path, call.line, function.display), call.regions)
+                    )
+
+    def capture_reach(self) -> dict[str, Reach]:
+        """Every function that runs in a capture, with its region kind and shortest call path."""
+        seeds: list[tuple[str, Reach]] = []
+        for path, summary in sorted(self.summaries.items()):
+            for entry in summary.entries:
+                site = (CallSite(path, entry.line, entry.function),) if entry.via_call else ()
+                for target in self.resolve_target(entry.target):
+                    seeds.append((target, Reach(entry.kind, site)))
+        for qualname in sorted(self.functions):
+            path, function = self.functions[qualname]
+            summary = self.summaries[path]
+            for call in function.calls:
+                if call.target.startswith("r:") or not call.regions:
+                    continue
+                if self.active_region(summary, call.regions) is None:
+                    continue
+                for callee in self.resolve_target(call.target):
+                    seeds.append((callee, Reach(GRAPH, (CallSite(path, call.line, function.display),))))
+        # Graph captures first so a function reachable from both reports the graph consequence.
+        seeds.sort(key=lambda s: (s[1].kind != GRAPH, len(s[1].path), s[0], s[1].path))
+        reach: dict[str, Reach] = {}
+        queue: deque[str] = deque()
+        for qualname, how in seeds:
+            if qualname not in reach:
+                reach[qualname] = how
+                queue.append(qualname)
+        while queue:
+            current = queue.popleft()
+            how = reach[current]
+            for callee in sorted(self.graph.successors(current)):
+                if callee in reach:
+                    continue
+                site = min(self.graph.edges[current, callee]["sites"], key=lambda s: s[0].line)[0]
+                reach[callee] = Reach(how.kind, (*how.path, site))
+                queue.append(callee)
+        return reach
+
+    # -- findings ------------------------------------------------------------------------
+    def findings(self) -> list[Finding]:
+        self.build_call_graph()
+        reach = self.capture_reach()
+        rules = all_rules()
+        found: dict[tuple[str, str, int, int], Finding] = {}
+        for qualname in sorted(self.functions):
+            path, function = self.functions[qualname]
+            summary = self.summaries[path]
+            for hazard in function.hazards:
+                finding = self._judge(path, summary, hazard, reach.get(qualname), rules)
+                if finding is not None:
+                    key = (finding.path, finding.code, finding.line, finding.column)
+                    found.setdefault(key, finding)
+        return list(found.values())
+
+    def _judge(
+        self, path: str, summary: ModuleSummary, hazard: Hazard, reached: Reach | None, rules: dict
+    ) -> Finding | None:
+        rule = rules[hazard.code]
+        if hazard.always:
+            if hazard.needs_region is not None and not self.region_active(summary, hazard.needs_region):
+                return None
+            return self._finding(path, hazard, rule, hazard.message, ())
+        region = self.active_region(summary, hazard.regions) if hazard.regions else None
+        if region is not None:
+            kind, call_path = summary.regions[region].kind, ()
+        elif reached is not None:
+            kind, call_path = reached.kind, reached.path
+        else:
+            return None
+        consequence = CONSEQUENCES.get(hazard.code, {}).get(kind)
+        message = f"{hazard.message}: {consequence}" if consequence else hazard.message
+        if kind == COMPILE and "torch.compile" not in message:
+            message += " (torch.compile cudagraph region)"
+        return self._finding(path, hazard, rule, message, call_path)
+
+    @staticmethod
+    def _finding(path: str, hazard: Hazard, rule, message: str, call_path: tuple[CallSite, ...]) -> Finding:
+        return Finding(
+            code=hazard.code,
+            name=rule.name,
+            severity=rule.severity,
+            message=message,
+            path=path,
+            line=hazard.line,
+            column=hazard.column,
+            end_line=hazard.end_line,
+            end_column=hazard.end_column,
+            fix=hazard.fix,
+            call_path=call_path,
+        )

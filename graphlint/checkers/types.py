@@ -1,0 +1,372 @@
+"""Just enough type knowledge to tell a tensor from a Python value.
+
+`int(x.shape[0])`, `if training:` and `if size > bs:` are fine inside a capture;
+`if x.max() > 10:` and `float(y.abs().max())` are host syncs. The difference is whether an
+expression is tensor-valued, so every value gets a small kind: the result of torch
+functions, tensor methods and operators on tensors, parameters annotated `Tensor`, and
+module calls are tensors; literals, shapes, dtypes and devices are Python values; anything
+else is unknown, and rules never guess on unknowns.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+TENSOR = "tensor"  # on the device (or device unknown)
+HOST = "host_tensor"  # known to live in host memory
+MASK = "mask"  # a boolean tensor: comparisons, isnan, logical ops
+PY = "py"  # a plain Python value: numbers, strings, shapes, dtypes, containers
+STREAM = "stream"
+EVENT = "event"
+GRAPH = "graph"
+GENERATOR = "cuda_generator"
+OPTIMIZER = "optimizer"
+SCALER = "grad_scaler"
+MODULE = "module"  # a torch.nn module instance: calling it gives a tensor
+GRAPHED = "graphed"  # a make_graphed_callables / torch.compile result
+INSTANCE = "instance"  # an instance of a class defined in the analysed project
+FUNCTION = "function"
+
+TENSORISH = frozenset({TENSOR, HOST, MASK})
+
+
+@dataclass(frozen=True)
+class Ty:
+    kind: str
+    ref: str | None = None  # class qualname for INSTANCE, function qualname for FUNCTION
+    capturable: bool = False  # OPTIMIZER: built with capturable=True
+    fixable_at: tuple[int, int, int, int] | None = None  # OPTIMIZER: constructor call span
+    element: str | None = None  # container of INSTANCE: class of its elements
+
+    @property
+    def tensorish(self) -> bool:
+        return self.kind in TENSORISH
+
+
+def kind_of(ty: Ty | None) -> str | None:
+    return ty.kind if ty else None
+
+
+T_TENSOR = Ty(TENSOR)
+T_HOST = Ty(HOST)
+T_MASK = Ty(MASK)
+T_PY = Ty(PY)
+
+# Tensor attributes that are themselves tensors, and those that are Python values.
+TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "grad", "data", "real", "imag"})
+PY_ATTRS = frozenset(
+    {
+        "shape",
+        "dtype",
+        "device",
+        "ndim",
+        "is_cuda",
+        "is_cpu",
+        "requires_grad",
+        "layout",
+        "is_leaf",
+        "is_sparse",
+        "names",
+        "itemsize",
+        "nbytes",
+    }
+)
+
+# Tensor methods returning Python values (the host-sync ones are rules of their own).
+PY_METHODS = frozenset(
+    {
+        "item",
+        "tolist",
+        "size",
+        "dim",
+        "numel",
+        "nelement",
+        "ndimension",
+        "data_ptr",
+        "stride",
+        "storage_offset",
+        "element_size",
+        "is_contiguous",
+        "is_floating_point",
+        "is_complex",
+        "get_device",
+        "numpy",
+        "untyped_storage",
+        "register_hook",
+        "record_stream",
+        "__len__",
+    }
+)
+MASK_METHODS = frozenset(
+    {
+        "bool",
+        "eq",
+        "ne",
+        "gt",
+        "ge",
+        "lt",
+        "le",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "isneginf",
+        "isposinf",
+        "logical_not",
+        "logical_and",
+        "logical_or",
+        "logical_xor",
+        "any",
+        "all",
+    }
+)
+MASK_FUNCTIONS = frozenset(f"torch.{name}" for name in MASK_METHODS - {"bool"}) | {
+    "torch.isin",
+    "torch.isclose",
+}
+
+# Method names that only tensors (and torch modules) have among common Python types: a call
+# of one on an unknown receiver is taken to give a tensor.
+TENSOR_ONLY_METHODS = frozenset(
+    {
+        "sum",
+        "mean",
+        "max",
+        "min",
+        "amax",
+        "amin",
+        "argmax",
+        "argmin",
+        "abs",
+        "norm",
+        "std",
+        "var",
+        "prod",
+        "cumsum",
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "clamp",
+        "clamp_",
+        "softmax",
+        "log_softmax",
+        "sigmoid",
+        "tanh",
+        "relu",
+        "matmul",
+        "mm",
+        "bmm",
+        "float",
+        "half",
+        "bfloat16",
+        "double",
+        "long",
+        "int",
+        "contiguous",
+        "view",
+        "reshape",
+        "transpose",
+        "permute",
+        "unsqueeze",
+        "squeeze",
+        "flatten",
+        "detach",
+        "clone",
+        "expand",
+        "expand_as",
+        "masked_fill",
+        "masked_fill_",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "add_",
+        "mul_",
+        "zero_",
+        "fill_",
+        "copy_",
+        "type_as",
+        "new_zeros",
+        "new_ones",
+        "new_empty",
+        "new_full",
+        "new_tensor",
+        "gather",
+        "scatter",
+        "index_select",
+        "topk",
+        "sort",
+        "chunk",
+        "narrow",
+        "roll",
+        "flip",
+        "where",
+        "square",
+        "neg",
+        "reciprocal",
+        "sign",
+        "floor",
+        "ceil",
+        "round",
+        "trunc",
+        "frac",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "any",
+        "all",
+        "nonzero",
+        "bool",
+        "cuda",
+        "nan_to_num",
+        "logsumexp",
+        "count_nonzero",
+        "diff",
+        "t",
+    }
+)
+
+# torch.* functions that return Python values or non-tensors.
+_TORCH_PY_FUNCTIONS = frozenset(
+    {
+        "torch.is_tensor",
+        "torch.is_storage",
+        "torch.is_floating_point",
+        "torch.is_complex",
+        "torch.is_grad_enabled",
+        "torch.is_inference_mode_enabled",
+        "torch.is_nonzero",
+        "torch.get_default_dtype",
+        "torch.numel",
+        "torch.device",
+        "torch.dtype",
+        "torch.Size",
+        "torch.finfo",
+        "torch.iinfo",
+        "torch.manual_seed",
+        "torch.set_grad_enabled",
+        "torch.no_grad",
+        "torch.enable_grad",
+        "torch.inference_mode",
+        "torch.equal",
+        "torch.allclose",
+        "torch.compile",
+        "torch.autocast",
+        "torch.set_default_dtype",
+        "torch.use_deterministic_algorithms",
+        "torch.get_num_threads",
+        "torch.set_num_threads",
+        "torch.load",
+        "torch.save",
+        "torch.typename",
+        "torch.result_type",
+        "torch.promote_types",
+        "torch.can_cast",
+    }
+)
+_TORCH_NON_TENSOR_PREFIXES = (
+    "torch.cuda.",
+    "torch.backends.",
+    "torch.distributed.",
+    "torch.utils.",
+    "torch._dynamo.",
+    "torch.compiler.",
+    "torch.jit.",
+    "torch.autograd.",
+    "torch.optim.",
+    "torch.nn.",
+    "torch.amp.",
+    "torch.profiler.",
+    "torch.fx.",
+    "torch.library.",
+    "torch.testing.",
+    "torch.accelerator.",
+    "torch.cpu.",
+    "torch.multiprocessing.",
+    "torch.hub.",
+    "torch.onnx.",
+    "torch.export.",
+    "torch.overrides.",
+    "torch.random.",
+    "torch.serialization.",
+    "torch.package.",
+    "torch.ops.",
+    "torch._C.",
+    "torch._ops.",
+    "torch.futures.",
+    "torch.mps.",
+    "torch.xpu.",
+    "torch.types.",
+)
+_TENSOR_RETURNING_PREFIXES = ("torch.nn.functional.", "torch.special.", "torch.linalg.", "torch.fft.")
+_HOST_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray", "torch.from_numpy"})
+OPTIMIZERS_WITH_CAPTURABLE = frozenset(
+    f"torch.optim.{name}"
+    for name in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "ASGD", "Adadelta", "Rprop", "RMSprop")
+)
+OPTIMIZERS_NEVER_CAPTURABLE = frozenset(
+    f"torch.optim.{name}" for name in ("Adagrad", "LBFGS", "SparseAdam")
+)
+
+
+def is_torch_tensor_function(name: str) -> bool:
+    """Does the torch function ``name`` return a tensor?"""
+    if name.startswith(_TENSOR_RETURNING_PREFIXES):
+        return True
+    if not name.startswith("torch.") or name in _TORCH_PY_FUNCTIONS:
+        return False
+    if name.startswith(_TORCH_NON_TENSOR_PREFIXES):
+        return False
+    tail = name[len("torch.") :]
+    # torch.float32, torch.Tensor (the class), torch.Generator are not tensor-valued calls.
+    return "." not in tail and not tail[:1].isupper()
+
+
+def device_is_host(node: ast.expr | None) -> bool | None:
+    """Is a device argument the CPU? ``None`` argument means the default (host)."""
+    if node is None:
+        return True
+    if isinstance(node, ast.Constant):
+        if node.value is None:
+            return True
+        if isinstance(node.value, str):
+            return node.value.split(":")[0] == "cpu"
+        if isinstance(node.value, int):
+            return False  # a device ordinal
+        return None
+    if isinstance(node, ast.Call) and node.args:
+        first = node.args[0]
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name == "device":
+            return device_is_host(first)
+    return False  # a variable named device, x.device, torch.device(rank): the accelerator
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def is_true(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def is_false(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def host_factory_kind(name: str, call: ast.Call) -> Ty:
+    """torch.tensor & co.: on the host unless a device says otherwise."""
+    if name == "torch.from_numpy":
+        return T_HOST
+    device = keyword(call, "device")
+    return T_HOST if device_is_host(device) else T_TENSOR
+
+
+def is_host_factory(name: str | None) -> bool:
+    return name in _HOST_FACTORIES

@@ -1,0 +1,248 @@
+"""`[tool.graphlint]` settings: found, validated and resolved per file.
+
+Each file is governed by the nearest `pyproject.toml` above it that has a
+`[tool.graphlint]` table (as ruff does), or by the file given with `--config`. A bad key or
+value is an error that names the key and the file, never a silent default.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from graphlint.registry import all_rules
+
+
+class ConfigError(Exception):
+    """A configuration problem; the CLI reports it and exits with status 2."""
+
+
+_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "capture-entry-points")
+_KNOWN_KEYS = frozenset(_LIST_KEYS) | {"per-file-ignores"}
+
+DEFAULT_EXCLUDES = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".bzr",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "*.egg-info",
+    "__pycache__",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".graphlint_cache",
+    ".ipynb_checkpoints",
+    "build",
+    "dist",
+    "_build",
+    "buck-out",
+    "node_modules",
+    "site-packages",
+    "__pypackages__",
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    source: Path | None  # the file the settings came from; None for defaults
+    root: Path  # patterns in per-file-ignores and exclude are relative to this directory
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
+    capture_entry_points: tuple[str, ...] = ()
+    _cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def excludes(self) -> tuple[str, ...]:
+        base = self.exclude if self.exclude else DEFAULT_EXCLUDES
+        return (*base, *self.extend_exclude)
+
+
+def validate_selectors(selectors: list[str] | tuple[str, ...], where: str) -> tuple[str, ...]:
+    """Each selector must be ``ALL`` or a prefix of at least one rule code."""
+    codes = all_rules()
+    result = []
+    for raw in selectors:
+        selector = raw.strip().upper()
+        if not selector:
+            continue
+        if selector != "ALL" and not any(code.startswith(selector) for code in codes):
+            raise ConfigError(f"unknown rule code or prefix {raw!r} in {where}")
+        result.append(selector)
+    return tuple(result)
+
+
+def _load_table(path: Path) -> dict | None:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("graphlint")
+        if table is not None and not isinstance(table, dict):
+            raise ConfigError(f"{path}: [tool.graphlint] must be a table")
+        return table
+    # A dedicated file passed with --config: [tool.graphlint] or top-level keys.
+    return data.get("tool", {}).get("graphlint", data)
+
+
+def settings_from_table(table: dict, source: Path) -> Settings:
+    unknown = sorted(set(table) - _KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {unknown[0]!r} in [tool.graphlint] (known: {', '.join(sorted(_KNOWN_KEYS))})")
+    values: dict[str, tuple[str, ...]] = {}
+    for key in _LIST_KEYS:
+        if key not in table:
+            continue
+        value = table[key]
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ConfigError(f"{source}: [tool.graphlint] {key!r} must be a list of strings")
+        if key in ("select", "ignore", "extend-select"):
+            values[key] = validate_selectors(value, f"{key!r} of {source}")
+        else:
+            values[key] = tuple(value)
+    per_file: list[tuple[str, tuple[str, ...]]] = []
+    raw_per_file = table.get("per-file-ignores", {})
+    if not isinstance(raw_per_file, dict):
+        raise ConfigError(f"{source}: [tool.graphlint] 'per-file-ignores' must be a table of glob = [codes]")
+    for pattern, codes in sorted(raw_per_file.items()):
+        if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+            raise ConfigError(f"{source}: 'per-file-ignores' entry {pattern!r} must be a list of codes")
+        per_file.append((pattern, validate_selectors(codes, f"'per-file-ignores' {pattern!r} of {source}")))
+    return Settings(
+        source=source,
+        root=source.parent,
+        select=values.get("select"),
+        ignore=values.get("ignore", ()),
+        extend_select=values.get("extend-select", ()),
+        per_file_ignores=tuple(per_file),
+        exclude=values.get("exclude", ()),
+        extend_exclude=values.get("extend-exclude", ()),
+        capture_entry_points=values.get("capture-entry-points", ()),
+    )
+
+
+class ConfigResolver:
+    """Finds the settings for each directory, reading each pyproject.toml once."""
+
+    def __init__(self, explicit: str | None = None, cwd: Path | None = None) -> None:
+        self.cwd = (cwd or Path.cwd()).resolve()
+        self._by_dir: dict[Path, Settings] = {}
+        self._explicit: Settings | None = None
+        if explicit is not None:
+            path = Path(explicit)
+            if not path.is_file():
+                raise ConfigError(f"--config: no such file: {explicit}")
+            table = _load_table(path)
+            self._explicit = settings_from_table(table or {}, path.resolve())
+        self.default = Settings(source=None, root=self.cwd)
+
+    def for_directory(self, directory: Path) -> Settings:
+        if self._explicit is not None:
+            return self._explicit
+        directory = directory.resolve()
+        chain = []
+        current: Path | None = directory
+        found = self.default
+        while current is not None:
+            if current in self._by_dir:
+                found = self._by_dir[current]
+                break
+            chain.append(current)
+            candidate = current / "pyproject.toml"
+            if candidate.is_file():
+                table = _load_table(candidate)
+                if table is not None:
+                    found = settings_from_table(table, candidate)
+                    break
+            parent = current.parent
+            current = None if parent == current else parent
+        for visited in chain:
+            self._by_dir[visited] = found
+        return found
+
+    def all_settings(self) -> list[Settings]:
+        seen = {id(s): s for s in [*self._by_dir.values(), *( [self._explicit] if self._explicit else [])]}
+        return list(seen.values())
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Command-line selection, layered over each file's settings (ruff's precedence)."""
+
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+
+
+def _specificity(code: str, selectors: tuple[str, ...]) -> int:
+    best = -1
+    for selector in selectors:
+        if selector == "ALL":
+            best = max(best, 0)
+        elif code.startswith(selector):
+            best = max(best, len(selector))
+    return best
+
+
+def enabled_codes(settings: Settings, selection: Selection, relative_path: str) -> frozenset[str]:
+    """The codes enabled for one file: the most specific selector wins, ignore wins ties."""
+    key = ("enabled", selection, relative_path)
+    cached = settings._cache.get(key)
+    if cached is not None:
+        return cached
+    select = selection.select if selection.select is not None else (settings.select or ("GL",))
+    select = (*select, *settings.extend_select, *selection.extend_select)
+    ignore = (*settings.ignore, *selection.ignore)
+    for pattern, codes in settings.per_file_ignores:
+        if matches_pattern(relative_path, pattern):
+            ignore = (*ignore, *codes)
+    rules = all_rules()
+    enabled = set()
+    for code, rule in rules.items():
+        chosen = _specificity(code, select)
+        if chosen < 0 or chosen <= _specificity(code, ignore):
+            continue
+        if not rule.default_enabled and chosen < len(code):
+            continue
+        enabled.add(code)
+    result = frozenset(enabled)
+    settings._cache[key] = result
+    return result
+
+
+def matches_pattern(relative_path: str, pattern: str) -> bool:
+    """Glob match against the path relative to the config root, or against the file name."""
+    relative_path = relative_path.replace(os.sep, "/")
+    pattern = pattern.rstrip("/")
+    if fnmatch.fnmatchcase(relative_path, pattern):
+        return True
+    if "/" not in pattern:
+        return any(fnmatch.fnmatchcase(part, pattern) for part in relative_path.split("/"))
+    return fnmatch.fnmatchcase(relative_path, pattern + "/*")
+
+
+def relative_to_root(path: Path, settings: Settings) -> str:
+    try:
+        return path.resolve().relative_to(settings.root).as_posix()
+    except ValueError:
+        return path.as_posix()

@@ -1,0 +1,159 @@
+"""One `graphlint check` run: discover, summarise (cached, in parallel), analyse, filter.
+
+The order of everything observable (findings, statistics, reports) is fixed by sorting,
+never by completion order, so the output is the same for any ``--jobs`` and for cold and
+warm caches.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graphlint.analysis import read_source, summarize_source
+from graphlint.cache import SummaryCache, cache_key
+from graphlint.checkers.model import ModuleSummary
+from graphlint.checkers.project import Project
+from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_to_root
+from graphlint.core_rules import PARSE_ERROR, UNUSED_SUPPRESSION
+from graphlint.discovery import SourceFile, discover
+from graphlint.findings import Finding, sort_findings
+
+# Below this many files to parse, starting worker processes costs more than it saves.
+_PARALLEL_THRESHOLD = 24
+
+
+@dataclass
+class CheckResult:
+    findings: list[Finding]
+    files: list[SourceFile]
+    sources: dict[str, bytes] = field(default_factory=dict)  # display path -> bytes read
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    selection: Selection = Selection()
+    jobs: int = 1
+    cache_dir: Path | None = None  # None: no cache
+
+
+def _summarize_job(job: tuple[bytes, str, bool]) -> ModuleSummary:
+    data, module, is_package = job
+    return summarize_source(data, module, is_package)
+
+
+def summarize_files(files: list[SourceFile], options: CheckOptions) -> tuple[dict[str, ModuleSummary], dict[str, bytes], SummaryCache]:
+    cache = SummaryCache(options.cache_dir)
+    summaries: dict[str, ModuleSummary] = {}
+    sources: dict[str, bytes] = {}
+    pending: list[tuple[SourceFile, str, bytes]] = []
+    for source in files:
+        data, error = read_source(str(source.path))
+        if data is None:
+            summaries[source.display] = ModuleSummary(module=source.module, error=error)
+            continue
+        sources[source.display] = data
+        key = cache_key(data, source.module, source.is_package)
+        cached = cache.get(key)
+        if cached is not None:
+            summaries[source.display] = cached
+        else:
+            pending.append((source, key, data))
+    jobs = [(data, source.module, source.is_package) for source, _, data in pending]
+    if options.jobs > 1 and len(jobs) >= _PARALLEL_THRESHOLD:
+        workers = min(options.jobs, len(jobs))
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(_summarize_job, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
+    else:
+        results = [_summarize_job(job) for job in jobs]
+    for (source, key, _), summary in zip(pending, results):
+        summaries[source.display] = summary
+        if summary.error is None or summary.error.startswith("syntax error"):
+            cache.put(key, summary)
+    cache.save()
+    return summaries, sources, cache
+
+
+def check(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> CheckResult:
+    files = discover(paths, resolver)
+    summaries, sources, cache = summarize_files(files, options)
+    entry_points = frozenset(point for settings in resolver.all_settings() for point in settings.capture_entry_points)
+    analysable = {path: s for path, s in summaries.items() if s.error is None and not s.skip_file}
+    raw = Project(analysable, entry_points).findings()
+    for source in files:
+        summary = summaries[source.display]
+        if summary.error is not None and not summary.skip_file:
+            raw.append(
+                Finding(
+                    code=PARSE_ERROR.code,
+                    name=PARSE_ERROR.name,
+                    severity=PARSE_ERROR.severity,
+                    message=summary.error,
+                    path=source.display,
+                    line=summary.error_line,
+                    column=summary.error_column,
+                    end_line=summary.error_line,
+                    end_column=summary.error_column,
+                )
+            )
+    findings = _filter(raw, files, summaries, options.selection)
+    return CheckResult(sort_findings(findings), files, sources, cache.hits, cache.misses)
+
+
+def _filter(
+    raw: list[Finding], files: list[SourceFile], summaries: dict[str, ModuleSummary], selection: Selection
+) -> list[Finding]:
+    """Apply per-file selection and suppressions; report suppressions that suppress nothing."""
+    by_path: dict[str, list[Finding]] = {}
+    for finding in raw:
+        by_path.setdefault(finding.path, []).append(finding)
+    kept: list[Finding] = []
+    for source in files:
+        summary = summaries[source.display]
+        if summary.skip_file:
+            continue
+        enabled = enabled_codes(source.settings, selection, relative_to_root(source.path, source.settings))
+        used: dict[int, set[str]] = {}
+        for finding in by_path.get(source.display, []):
+            if finding.code not in enabled:
+                continue
+            suppression = summary.suppressions.get(finding.line)
+            if suppression is not None and suppression.covers(finding.code):
+                used.setdefault(finding.line, set()).add(finding.code)
+                continue
+            kept.append(finding)
+        if UNUSED_SUPPRESSION.code in enabled:
+            kept.extend(_unused_suppressions(source.display, summary, enabled, used))
+    return kept
+
+
+def _unused_suppressions(path: str, summary: ModuleSummary, enabled: frozenset[str], used: dict[int, set[str]]) -> list[Finding]:
+    found = []
+    for line, suppression in sorted(summary.suppressions.items()):
+        if suppression.codes is None:
+            continue  # a bare `# noqa` may serve other tools
+        unused = sorted(code for code in suppression.codes if code in enabled and code not in used.get(line, set()))
+        if not unused:
+            continue
+        found.append(
+            Finding(
+                code=UNUSED_SUPPRESSION.code,
+                name=UNUSED_SUPPRESSION.name,
+                severity=UNUSED_SUPPRESSION.severity,
+                message=f"unused suppression for {', '.join(unused)}: no such finding on this line",
+                path=path,
+                line=line,
+                column=suppression.column,
+                end_line=line,
+                end_column=suppression.end_column,
+            )
+        )
+    return found
+
+
+def default_jobs() -> int:
+    return max(1, os.cpu_count() or 1)

@@ -1,0 +1,136 @@
+"""The one findings type shared by the static checker, the runtime sanitizer and every reporter.
+
+Keeping a single, plain data type means suppressions, reporters, the cache and CI
+integrations work the same for a `.item()` found in source and for a stale-output read
+found at runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True, order=True)
+class Edit:
+    """Replace the text between two 1-based (line, column) positions with ``content``."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "content": self.content,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Edit:
+        return cls(data["line"], data["column"], data["end_line"], data["end_column"], data["content"])
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A set of edits that together repair one finding; ``safe`` fixes keep behaviour."""
+
+    applicability: str  # "safe" | "unsafe"
+    message: str
+    edits: tuple[Edit, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "applicability": self.applicability,
+            "message": self.message,
+            "edits": [edit.to_dict() for edit in self.edits],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Fix | None:
+        if data is None:
+            return None
+        return cls(data["applicability"], data["message"], tuple(Edit.from_dict(e) for e in data["edits"]))
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """One hop of an interprocedural path: the call at ``path:line`` inside ``function``."""
+
+    path: str
+    line: int
+    function: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "function": self.function}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CallSite:
+        return cls(data["path"], data["line"], data["function"])
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    severity: str
+    message: str
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    fix: Fix | None = None
+    call_path: tuple[CallSite, ...] = field(default=())
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        return (self.path, self.line, self.column, self.code, self.message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "message": self.message,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "fix": self.fix.to_dict() if self.fix else None,
+            "call_path": [site.to_dict() for site in self.call_path],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(
+            code=data["code"],
+            name=data["name"],
+            severity=data["severity"],
+            message=data["message"],
+            path=data["path"],
+            line=data["line"],
+            column=data["column"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+            fix=Fix.from_dict(data.get("fix")),
+            call_path=tuple(CallSite.from_dict(s) for s in data.get("call_path", ())),
+        )
+
+    def call_path_text(self) -> str:
+        """``called in capture via train.py:41 -> model.py:88`` or ``""``."""
+        if not self.call_path:
+            return ""
+        hops = " -> ".join(f"{site.path}:{site.line}" for site in self.call_path)
+        return f"called in capture via {hops}"
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """The one order every reporter uses: path, line, column, code."""
+    return sorted(findings, key=Finding.sort_key)

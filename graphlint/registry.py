@@ -1,0 +1,97 @@
+"""The rule registry: every rule is declared once, next to the code that finds it.
+
+`graphlint rules`, `graphlint rule CODE`, SARIF rule metadata, the README's rule table
+check and the fixture tests all read this one table, so a rule cannot exist without its
+name, summary and documentation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import textwrap
+from dataclasses import dataclass
+
+from graphlint.findings import SEVERITIES
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    summary: str
+    why: str
+    example: str
+    use_instead: str
+    severity: str = "error"
+    fix: str | None = None  # "safe" | "unsafe" | None
+    default_enabled: bool = True
+
+    def doc_page(self) -> str:
+        """The rule's documentation in ruff's fixed sections."""
+        fix_line = {
+            None: "No automatic fix.",
+            "safe": "A safe fix is available (`graphlint check --fix`).",
+            "unsafe": "An unsafe fix is available (`graphlint check --fix --unsafe-fixes`).",
+        }[self.fix]
+        parts = [
+            f"# {self.code} [{self.name}]",
+            "",
+            f"Severity: {self.severity}. {fix_line}",
+            "",
+            "## What it does",
+            "",
+            textwrap.fill(self.summary, 88),
+            "",
+            "## Why is this bad?",
+            "",
+            textwrap.fill(self.why, 88),
+            "",
+            "## Example",
+            "",
+            "```python",
+            textwrap.dedent(self.example).strip("\n"),
+            "```",
+            "",
+            "## Use instead",
+            "",
+            "```python",
+            textwrap.dedent(self.use_instead).strip("\n"),
+            "```",
+        ]
+        return "\n".join(parts) + "\n"
+
+
+_RULES: dict[str, Rule] = {}
+
+# Modules that declare rules; imported lazily so `graphlint --version` stays instant.
+_RULE_MODULES = (
+    "graphlint.core_rules",
+    "graphlint.checkers.capture_rules",
+)
+
+
+def declare(rule: Rule) -> Rule:
+    """Register ``rule``; a code or a name may be declared only once."""
+    if rule.severity not in SEVERITIES:
+        raise ValueError(f"{rule.code}: unknown severity {rule.severity!r}")
+    if rule.code in _RULES:
+        raise ValueError(f"rule {rule.code} declared twice")
+    if any(existing.name == rule.name for existing in _RULES.values()):
+        raise ValueError(f"rule name {rule.name} declared twice")
+    _RULES[rule.code] = rule
+    return rule
+
+
+def all_rules() -> dict[str, Rule]:
+    """Every declared rule, by code, in code order."""
+    for module in _RULE_MODULES:
+        importlib.import_module(module)
+    return dict(sorted(_RULES.items()))
+
+
+def get_rule(code: str) -> Rule:
+    rules = all_rules()
+    try:
+        return rules[code.upper()]
+    except KeyError:
+        raise KeyError(code) from None

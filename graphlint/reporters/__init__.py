@@ -1,0 +1,31 @@
+"""Reporters turn the one findings list into each output format; they never filter or reorder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphlint.findings import Finding
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    files: tuple[str, ...]  # display paths of every file checked, in order
+    color: bool = False
+    fix_mode: bool = False  # --fix was given: hints say what remains, not how to fix
+    unsafe_fixes: bool = False
+
+
+FORMATS = ("text", "json", "sarif", "github", "junit")
+
+
+def render(fmt: str, findings: list[Finding], context: ReportContext) -> str:
+    from graphlint.reporters import github, json_report, junit, sarif, text
+
+    renderers = {
+        "text": text.render,
+        "json": json_report.render,
+        "sarif": sarif.render,
+        "github": github.render,
+        "junit": junit.render,
+    }
+    return renderers[fmt](findings, context)

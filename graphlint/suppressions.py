@@ -1,0 +1,84 @@
+"""Suppression comments: `# noqa`, `# noqa: GL101`, `# graphlint: ignore[GL101]`, skip-file.
+
+Comments are found with a per-line scan rather than a tokenizer: tokenizing costs about as
+much as parsing, and most files carry no suppression at all. A `#` that sits inside a
+string literal on its line, or inside a multi-line string, is not a comment.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+_NOQA = re.compile(r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,\s*[A-Za-z]+[0-9]+|\s+[A-Za-z]+[0-9]+)*))?", re.I)
+_IGNORE = re.compile(r"#\s*graphlint\s*:\s*ignore(?:\[(?P<codes>[^\]]*)\])?")
+_SKIP_FILE = re.compile(r"#\s*graphlint\s*:\s*skip-file\b")
+_CODE = re.compile(r"[A-Za-z]+[0-9]+")
+
+
+@dataclass(frozen=True)
+class Suppression:
+    line: int
+    column: int  # 1-based column of the comment
+    end_column: int
+    codes: frozenset[str] | None  # None: every code on the line
+
+    def covers(self, code: str) -> bool:
+        return self.codes is None or code in self.codes
+
+
+@dataclass
+class FileSuppressions:
+    by_line: dict[int, Suppression]
+    skip_file: bool
+
+
+def _in_string_on_line(line: str, position: int) -> bool:
+    prefix = line[:position].replace("\\\\", "").replace("\\'", "").replace('\\"', "")
+    return prefix.count('"') % 2 == 1 or prefix.count("'") % 2 == 1
+
+
+def _multiline_string_lines(tree: ast.AST | None) -> set[int]:
+    lines: set[int] = set()
+    if tree is None:
+        return lines
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Constant, ast.JoinedStr)) and (node.end_lineno or node.lineno) > node.lineno:
+            if isinstance(node, ast.JoinedStr) or isinstance(node.value, (str, bytes)):
+                lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return lines
+
+
+def parse_suppressions(source: str, tree: ast.AST | None) -> FileSuppressions:
+    if "noqa" not in source and "graphlint" not in source:
+        return FileSuppressions({}, False)
+    string_lines: set[int] | None = None
+    by_line: dict[int, Suppression] = {}
+    skip_file = False
+    for number, line in enumerate(source.splitlines(), start=1):
+        if "#" not in line:
+            continue
+        matches = [m for m in (_NOQA.search(line), _IGNORE.search(line), _SKIP_FILE.search(line)) if m]
+        if not matches:
+            continue
+        if string_lines is None:
+            string_lines = _multiline_string_lines(tree)
+        for match in matches:
+            if number in string_lines or _in_string_on_line(line, match.start()):
+                continue
+            if match.re is _SKIP_FILE:
+                skip_file = True
+                continue
+            raw = match.group("codes")
+            codes = frozenset(c.upper() for c in _CODE.findall(raw)) if raw else None
+            if match.re is _IGNORE and raw is not None and not codes:
+                codes = None
+            previous = by_line.get(number)
+            if previous is not None:
+                if previous.codes is None or codes is None:
+                    codes = None
+                else:
+                    codes = previous.codes | codes
+            by_line[number] = Suppression(number, match.start() + 1, len(line) + 1, codes)
+    return FileSuppressions(by_line, skip_file)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +25,16 @@ def _is_virtualenv(directory: str) -> bool:
 
 
 def _excluded(path: Path, settings: Settings) -> bool:
-    relative = relative_to_root(path, settings)
-    return any(matches_pattern(relative, pattern) or path.name == pattern for pattern in settings.excludes)
+    """Exclusion is decided per entry met while walking: a name-only pattern (``build``)
+    matches the entry's own name, a pattern with a slash its path from the config root.
+    Folders above the path given on the command line are never excluded."""
+    for pattern in settings.excludes:
+        if "/" in pattern.rstrip("/"):
+            if matches_pattern(relative_to_root(path, settings), pattern):
+                return True
+        elif fnmatch.fnmatchcase(path.name, pattern.rstrip("/")):
+            return True
+    return False
 
 
 def _module_of(path: Path) -> tuple[str, bool]:

@@ -62,13 +62,17 @@ class CallRef:
 
     ``target`` forms: ``f:dotted.name`` (a function, or a class to construct),
     ``m:pkg.Class:attr`` (method or callable attribute of a known class),
-    ``i:pkg.Class`` (calling an instance: ``forward``/``__call__``).
+    ``i:pkg.Class`` (calling an instance: ``forward``/``__call__``),
+    ``p:param`` / ``pm:param:attr`` (calling a parameter, or a method of it: resolved from
+    the classes of the arguments callers pass).
     """
 
     target: str
     line: int
     column: int
     regions: tuple[int, ...] = ()
+    # Arguments whose class is known: (position or keyword, "c:pkg.Class" | "p:param").
+    args: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -87,6 +91,7 @@ class FunctionSummary:
     qualname: str
     display: str
     line: int
+    params: list[str] = field(default_factory=list)  # without self/cls
     hazards: list[Hazard] = field(default_factory=list)
     calls: list[CallRef] = field(default_factory=list)
     returns_capture: bool = False  # a wrapper API: calling it gives a capture context

@@ -51,6 +51,7 @@ class Project:
             for local, dotted in summary.aliases.items():
                 self.aliases[f"{summary.module}.{local}"] = dotted
         self.graph = nx.DiGraph()
+        self._bindings: dict[str, dict[str, set[str]]] = {}
         self._wrappers = self._find_wrappers()
 
     # -- resolution ----------------------------------------------------------------------
@@ -172,8 +173,53 @@ class Project:
                 return region_id
         return None
 
+    # -- parameters bound to known classes ----------------------------------------------------
+    def _bind_parameters(self) -> dict[str, dict[str, set[str]]]:
+        """Which classes each function's parameters receive from its callers (to a fixpoint).
+
+        This resolves the common `def train_step(model, x): model(x)` called with a known
+        model instance, without guessing: only classes the callers actually pass count.
+        """
+        bindings: dict[str, dict[str, set[str]]] = {}
+        for _ in range(_MAX_ALIAS_HOPS):
+            changed = False
+            for qualname in sorted(self.functions):
+                _, function = self.functions[qualname]
+                for call in function.calls:
+                    if not call.args or call.target.startswith("r:"):
+                        continue
+                    for callee in self._resolve_in(qualname, call.target, bindings):
+                        params = self.functions[callee][1].params
+                        for key, value in call.args:
+                            param = params[int(key)] if key.isdigit() and int(key) < len(params) else key
+                            if param not in params:
+                                continue
+                            if value.startswith("c:"):
+                                classes = {value[2:]}
+                            else:
+                                classes = bindings.get(qualname, {}).get(value[2:], set())
+                            slot = bindings.setdefault(callee, {}).setdefault(param, set())
+                            if not classes <= slot:
+                                slot |= classes
+                                changed = True
+            if not changed:
+                break
+        return bindings
+
+    def _resolve_in(self, caller: str, target: str, bindings: dict[str, dict[str, set[str]]]) -> list[str]:
+        """`resolve_target`, plus the parameter forms resolved in ``caller``."""
+        if target.startswith("p:"):
+            classes = bindings.get(caller, {}).get(target[2:], set())
+            return sorted({q for cls in classes for q in self.resolve_target(f"i:{cls}")})
+        if target.startswith("pm:"):
+            _, param, attr = target.split(":", 2)
+            classes = bindings.get(caller, {}).get(param, set())
+            return sorted({q for cls in classes for q in self.resolve_target(f"m:{cls}:{attr}")})
+        return self.resolve_target(target)
+
     # -- reachability --------------------------------------------------------------------
     def build_call_graph(self) -> None:
+        bindings = self._bindings = self._bind_parameters()
         for qualname in sorted(self.functions):
             self.graph.add_node(qualname)
         for qualname in sorted(self.functions):
@@ -181,7 +227,7 @@ class Project:
             for call in function.calls:
                 if call.target.startswith("r:"):
                     continue
-                for callee in self.resolve_target(call.target):
+                for callee in self._resolve_in(qualname, call.target, bindings):
                     if not self.graph.has_edge(qualname, callee):
                         self.graph.add_edge(qualname, callee, sites=[])
                     self.graph.edges[qualname, callee]["sites"].append(
@@ -204,7 +250,7 @@ class Project:
                     continue
                 if self.active_region(summary, call.regions) is None:
                     continue
-                for callee in self.resolve_target(call.target):
+                for callee in self._resolve_in(qualname, call.target, self._bindings):
                     seeds.append((callee, Reach(GRAPH, (CallSite(path, call.line, function.display),))))
         # Graph captures first so a function reachable from both reports the graph consequence.
         seeds.sort(key=lambda s: (s[1].kind != GRAPH, len(s[1].path), s[0], s[1].path))

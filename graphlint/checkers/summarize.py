@@ -44,6 +44,9 @@ _CAPTURING_GUARDS = frozenset(
     }
 )
 _CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
+_MODULE_CHAINING = frozenset(
+    {"cuda", "to", "eval", "train", "half", "float", "bfloat16", "double", "requires_grad_", "cpu", "type", "to_empty"}
+)
 _ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "wait", "record", "record_event", "synchronize"})
 _FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -273,6 +276,7 @@ class FunctionWalker:
                 if arg.arg == "self":
                     self.env["self"] = T.Ty(T.INSTANCE, ref=self.class_qualname)
                 continue
+            self.summary.params.append(arg.arg)
             if arg.annotation is not None:
                 ty = self.annotation_ty(arg.annotation)
                 if ty is not None:
@@ -409,10 +413,23 @@ class FunctionWalker:
             Hazard(code, message, line, col, end_line, end_col, self.regions, fix, always, needs_region)
         )
 
-    def _call(self, target: str, node: ast.AST) -> None:
+    def _call(self, target: str, node: ast.Call) -> None:
         if self.record and not self.guarded:
             line, col, _, _ = self.st.span(node)
-            self.summary.calls.append(CallRef(target, line, col, self.regions))
+            self.summary.calls.append(CallRef(target, line, col, self.regions, self._typed_args(node)))
+
+    def _typed_args(self, call: ast.Call) -> tuple[tuple[str, str], ...]:
+        """Arguments whose class is known, so a callee's parameter calls can be resolved."""
+        typed = []
+        keyed = [(str(i), a) for i, a in enumerate(call.args) if not isinstance(a, ast.Starred)]
+        keyed += [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
+        for key, value in keyed:
+            ty = self.ty(value)
+            if ty is not None and ty.kind == T.INSTANCE and ty.ref:
+                typed.append((key, f"c:{ty.ref}"))
+            elif ty is None and isinstance(value, ast.Name) and value.id in self.summary.params:
+                typed.append((key, f"p:{value.id}"))
+        return tuple(typed)
 
     def _new_region(self, node: ast.AST, label: str, target: str | None, kind: str = GRAPH) -> int:
         self.st.summary.regions.append(Region(node.lineno, label, target, kind))
@@ -554,6 +571,8 @@ class FunctionWalker:
                 if method == "pin_memory":
                     return T.T_HOST
                 return receiver if receiver.kind != T.MASK else T.T_TENSOR
+            if receiver is not None and receiver.kind in (T.MODULE, T.INSTANCE) and method in _MODULE_CHAINING:
+                return receiver  # model.cuda(), model.eval(), model.to(device) return the module
             if receiver is not None and receiver.kind in (T.MODULE, T.GRAPHED):
                 if method in ("forward", "__call__"):
                     return T.T_TENSOR
@@ -592,6 +611,8 @@ class FunctionWalker:
                 return True
             summary = self.st.summary.classes.get(current)
             if summary is None:
+                if current == qualname:
+                    return True  # defined in another file: calling an instance is a module call
                 continue
             if "forward" in summary.methods:
                 return True
@@ -632,6 +653,8 @@ class FunctionWalker:
             return T.Ty(T.MODULE)
         if name in self.st.summary.classes:
             return T.Ty(T.INSTANCE, ref=name)
+        if _looks_like_project_class(name):
+            return T.Ty(T.INSTANCE, ref=name)  # a class from another file: resolved project-wide
         if T.is_torch_tensor_function(name):
             return T.T_TENSOR
         if name in ("len", "int", "float", "bool", "str", "range", "isinstance", "round", "sum", "abs", "min", "max"):
@@ -959,6 +982,10 @@ class FunctionWalker:
                 capture_rules.check_fstring(self, current)
             elif isinstance(current, ast.Lambda):
                 continue
+            elif isinstance(current, (ast.Yield, ast.YieldFrom)) and self.regions:
+                # @contextmanager yielding inside a capture: the caller's with-body is captured.
+                if any(self.st.summary.regions[r].target is None for r in self.regions):
+                    self.summary.returns_capture = True
             stack.extend(reversed(list(ast.iter_child_nodes(current))))
 
     def _visit_call(self, call: ast.Call) -> None:
@@ -992,6 +1019,8 @@ class FunctionWalker:
                 if ty.kind == T.FUNCTION and ty.ref:
                     return _function_ref(ty.ref)
                 return None
+            if func.id in self.summary.params:
+                return f"p:{func.id}"
             name = self.resolve(func)
             if name is None or "." not in name:
                 return None
@@ -1007,6 +1036,8 @@ class FunctionWalker:
                 if receiver.kind == T.INSTANCE and receiver.ref:
                     return f"m:{receiver.ref}:{func.attr}"
                 return None
+            if isinstance(value, ast.Name) and value.id in self.summary.params:
+                return f"pm:{value.id}:{func.attr}"
             name = self.resolve(func)
             if name is not None and not name.startswith(("torch.", "numpy.", "math.", "os.", "sys.")):
                 return f"f:{name}"
@@ -1065,6 +1096,16 @@ class FunctionWalker:
                     return f"f:{walker.local_defs[node.id]}"
         name = self.resolve(node)
         return f"f:{name}" if name else None
+
+
+_EXTERNAL_ROOTS = frozenset({"torch", "numpy", "typing", "collections", "dataclasses", "enum", "pathlib", "logging", "abc"})
+
+
+def _looks_like_project_class(name: str) -> bool:
+    """`pkg.layers.Block`: a CamelCase name from a module that is not a known library."""
+    root, _, rest = name.partition(".")
+    tail = name.rsplit(".", 1)[-1]
+    return bool(rest) and root not in _EXTERNAL_ROOTS and tail[:1].isupper() and not tail.isupper()
 
 
 def _function_ref(ref: str) -> str:

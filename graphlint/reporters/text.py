@@ -30,7 +30,7 @@ def summary_line(findings: list[Finding], context: ReportContext) -> str:
         return f"All checks passed ({len(context.files)} file{'s' if len(context.files) != 1 else ''} checked)."
     severities = Counter(f.severity for f in findings)
     parts = ", ".join(f"{n} {sev}{'s' if n != 1 else ''}" for sev, n in sorted(severities.items()))
-    text = f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} ({parts}) in {len(context.files)} file{"s" if len(context.files) != 1 else ""} checked."
+    text = f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} ({parts}) in {len(context.files)} file{'s' if len(context.files) != 1 else ''} checked."
     safe = sum(1 for f in findings if f.fix and f.fix.applicability == "safe")
     unsafe = sum(1 for f in findings if f.fix and f.fix.applicability == "unsafe")
     hints = []

@@ -1,0 +1,50 @@
+"""Shared helpers: run the real `graphlint` entry point in-process or as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The installed command line, exactly as a user runs it."""
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "graphlint", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def check_json(*args: str, cwd: Path | None = None) -> list[dict]:
+    result = run_cli("check", "--format", "json", "--no-cache", *args, cwd=cwd)
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def write_tree(tmp_path: Path):
+    """Write ``{relative path: text}`` under a fresh directory and return it."""
+
+    def write(files: dict[str, str | bytes]) -> Path:
+        for name, content in files.items():
+            path = tmp_path / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content, encoding="utf-8")
+        return tmp_path
+
+    return write

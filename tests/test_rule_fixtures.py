@@ -1,0 +1,107 @@
+"""Every rule's fixtures: findings must be exactly the lines marked `# expect: CODE`.
+
+Cases are discovered from fixtures/rules/<CODE>/, one per `.py` file or sub-folder (a
+sub-folder is one multi-file project: cross-file and wrapper cases). They run through the
+real command line in JSON format, so line, column and code are checked as users see them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from graphlint.cli import main
+from graphlint.registry import all_rules
+
+RULES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
+_MARKER = re.compile(r"#\s*expect:\s*(?P<items>GL\d{3}(?:@\d+)?(?:\s*,\s*GL\d{3}(?:@\d+)?)*)")
+
+
+def _cases() -> list[tuple[str, Path]]:
+    cases = []
+    for rule_dir in sorted(p for p in RULES_DIR.iterdir() if p.is_dir()):
+        for case in sorted(rule_dir.iterdir()):
+            if case.suffix == ".py" or case.is_dir():
+                cases.append((rule_dir.name, case))
+    return cases
+
+
+def _expected(case: Path, code: str) -> tuple[set[tuple[str, int, str]], dict[tuple[str, int, str], int]]:
+    files = sorted(case.rglob("*.py")) if case.is_dir() else [case]
+    expected: set[tuple[str, int, str]] = set()
+    columns: dict[tuple[str, int, str], int] = {}
+    for file in files:
+        display = str(file.relative_to(case)) if case.is_dir() else str(case)
+        lines = file.read_bytes().decode("utf-8", "replace").splitlines()
+        for number, line in enumerate(lines, start=1):
+            match = _MARKER.search(line)
+            if not match:
+                continue
+            for item in match.group("items").split(","):
+                marked_code, _, column = item.strip().partition("@")
+                if marked_code != code:
+                    continue
+                key = (display, number, marked_code)
+                expected.add(key)
+                if column:
+                    columns[key] = int(column)
+    return expected, columns
+
+
+def _run(case: Path, code: str, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Run the rule alone; GL001 needs every code enabled, since it judges their suppressions."""
+    out = io.StringIO()
+    select = "GL" if code == "GL001" else code
+    if case.is_dir():
+        monkeypatch.chdir(case)
+        args = ["check", ".", "--select", select, "--format", "json", "--no-cache", "--jobs", "1"]
+    else:
+        args = ["check", str(case), "--select", select, "--format", "json", "--no-cache", "--jobs", "1"]
+    with redirect_stdout(out):
+        status = main(args)
+    findings = json.loads(out.getvalue())
+    assert status == (1 if findings else 0)
+    return [f for f in findings if f["code"] == code]
+
+
+@pytest.mark.parametrize(("code", "case"), _cases(), ids=lambda value: value if isinstance(value, str) else value.name)
+def test_fixture(code: str, case: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    findings = _run(case, code, monkeypatch)
+    expected, columns = _expected(case, code)
+    got = set()
+    for finding in findings:
+        path = finding["path"]
+        if case.is_dir():
+            path = str(Path(path))
+        got.add((path, finding["line"], finding["code"]))
+    missing = sorted(expected - got)
+    unexpected = sorted(
+        (f["path"], f["line"], f["code"], f["message"]) for f in findings if (str(Path(f["path"])) if case.is_dir() else f["path"], f["line"], f["code"]) not in expected
+    )
+    assert not missing and not unexpected, f"missing: {missing}\nunexpected: {unexpected}"
+    for finding in findings:
+        path = str(Path(finding["path"])) if case.is_dir() else finding["path"]
+        key = (path, finding["line"], finding["code"])
+        if key in columns:
+            assert finding["column"] == columns[key], finding
+
+
+def test_every_rule_has_fixtures_with_positives_and_negatives() -> None:
+    """A rule is not done without fixtures: at least three positives and a negative file."""
+    for code in all_rules():
+        rule_dir = RULES_DIR / code
+        assert rule_dir.is_dir(), f"{code} has no fixtures"
+        markers = 0
+        for file in rule_dir.rglob("*.py"):
+            try:
+                text = file.read_bytes().decode("utf-8", "replace")
+            except OSError:
+                continue
+            markers += len(re.findall(rf"#\s*expect:[^\n]*{code}", text))
+        assert markers >= 3, f"{code}: only {markers} positive cases"
+        assert any("negative" in p.name for p in rule_dir.iterdir()), f"{code}: no negatives file"

@@ -37,8 +37,8 @@ def decode_source(data: bytes) -> tuple[str | None, str | None]:
         return None, "binary file (contains NUL bytes), not Python source"
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as error:
-        return None, f"cannot decode file: {error.msg if hasattr(error, 'msg') else error}"
+    except SyntaxError:
+        encoding = "utf-8"  # no usable declaration: Python reads the file as UTF-8
     try:
         return data.decode(encoding if encoding != "utf-8" else "utf-8-sig"), None
     except (UnicodeDecodeError, LookupError) as error:

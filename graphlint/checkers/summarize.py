@@ -889,6 +889,8 @@ class FunctionWalker:
     def _check_warmup(self, stmt: ast.With | ast.AsyncWith, context: ast.Call) -> None:
         """GL108: was the captured work run before on a side stream, in this scope or class?"""
         captured = _callee_texts(stmt.body, self)
+        if not captured:
+            return  # only torch operators: nothing user-defined that needs a first run
         warm: set[str] = set()
         found_side_stream = False
         for scope in self._warmup_scopes():
@@ -903,11 +905,11 @@ class FunctionWalker:
                         ):
                             found_side_stream = True
                             warm |= _callee_texts(node.body, self)
-        if found_side_stream and (not captured or captured & warm or _tails(captured) & _tails(warm)):
+        if found_side_stream and (captured & warm or _tails(captured) & _tails(warm)):
             return
         if self._calls_stream_helper_before(stmt.lineno):
             return
-        shown = ", ".join(f"`{c}`" for c in sorted(captured)[:3]) or "this work"
+        shown = ", ".join(f"`{c}`" for c in sorted(captured)[:3])
         if found_side_stream:
             message = f"capture of {shown}, which the side-stream warm-up before it never ran"
         else:

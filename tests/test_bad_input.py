@@ -1,0 +1,105 @@
+"""Bad input never stops a run: it becomes GL000 and every other file is still checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import run_cli
+from graphlint.engine import CheckOptions, check
+from graphlint.config import ConfigResolver
+
+HAZARD = """\
+import torch
+
+g = torch.cuda.CUDAGraph()
+x = torch.zeros(4, device="cuda")
+with torch.cuda.graph(g):
+    y = x.sum().item()
+"""
+
+
+def test_mixed_tree_reports_every_problem_and_every_hazard(write_tree) -> None:
+    root = write_tree(
+        {
+            "a_hazard.py": HAZARD,
+            "b_syntax.py": "def broken(:\n    pass\n",
+            "c_latin1.py": b'name = "caf\xe9"\n',
+            "d_binary.py": b"\x00\x01\x02\x03",
+            "e_hazard_too.py": HAZARD,
+            "f_empty.py": "",
+        }
+    )
+    unreadable = root / "g_unreadable.py"
+    unreadable.write_text(HAZARD)
+    os.chmod(unreadable, 0)
+    try:
+        result = run_cli("check", "--no-cache", "--format", "json", ".", cwd=root)
+    finally:
+        os.chmod(unreadable, 0o644)
+    assert result.returncode == 1, result.stderr
+    found = {(f["path"], f["code"]): f for f in json.loads(result.stdout)}
+    assert ("./a_hazard.py", "GL101") in found and ("./e_hazard_too.py", "GL101") in found
+    syntax = found[("./b_syntax.py", "GL000")]
+    assert syntax["line"] == 1 and "syntax error" in syntax["message"]
+    assert "not valid utf-8" in found[("./c_latin1.py", "GL000")]["message"].lower()
+    assert "binary" in found[("./d_binary.py", "GL000")]["message"]
+    if os.geteuid() != 0:  # root reads files whatever their mode
+        assert "permission denied" in found[("./g_unreadable.py", "GL000")]["message"]
+    assert not any(path == "./f_empty.py" for path, _ in found)
+
+
+def test_file_vanishing_mid_run_is_gl000(write_tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_tree({"keep.py": HAZARD, "gone.py": HAZARD})
+    import graphlint.engine as engine
+
+    real_read = engine.read_source
+
+    def vanish_then_read(path: str):
+        if path.endswith("gone.py") and os.path.exists(path):
+            os.unlink(path)  # removed between discovery and reading
+        return real_read(path)
+
+    monkeypatch.setattr(engine, "read_source", vanish_then_read)
+    monkeypatch.chdir(root)
+    result = check(["."], ConfigResolver(), CheckOptions())
+    codes = {(f.path, f.code) for f in result.findings}
+    assert ("./gone.py", "GL000") in codes and ("./keep.py", "GL101") in codes
+
+
+def test_deeply_nested_expression_is_gl000_not_a_crash(write_tree) -> None:
+    root = write_tree({"deep.py": "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n", "ok.py": HAZARD})
+    result = run_cli("check", "--no-cache", "--format", "json", ".", cwd=root)
+    assert result.returncode == 1
+    found = {(f["path"], f["code"]) for f in json.loads(result.stdout)}
+    assert ("./deep.py", "GL000") in found and ("./ok.py", "GL101") in found
+
+
+def test_non_ascii_columns_count_characters(write_tree) -> None:
+    source = HAZARD.replace("    y = x.sum().item()", "    é = x.sum().item()")
+    root = write_tree({"u.py": source})
+    findings = json.loads(run_cli("check", "--no-cache", "--format", "json", "u.py", cwd=root).stdout)
+    assert (findings[0]["line"], findings[0]["column"], findings[0]["end_column"]) == (6, 9, 23)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_internal_error_in_one_file_does_not_stop_the_run(write_tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    import graphlint.analysis as analysis
+
+    original = analysis.FileSummarizer.run
+
+    def explode(self):
+        if self.state.module == "boom":
+            raise RuntimeError("synthetic bug")
+        return original(self)
+
+    monkeypatch.setattr(analysis.FileSummarizer, "run", explode)
+    root = write_tree({"boom.py": "x = 1\n", "ok.py": HAZARD})
+    monkeypatch.chdir(root)
+    result = check(["."], ConfigResolver(), CheckOptions())
+    messages = {(f.path, f.code): f.message for f in result.findings}
+    assert "internal error" in messages[("./boom.py", "GL000")]
+    assert ("./ok.py", "GL101") in messages

@@ -1,0 +1,97 @@
+"""Output is identical for any --jobs and for cold and warm caches; the cache invalidates
+exactly what a change can affect, including findings in other files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+from graphlint.cache import SummaryCache
+from graphlint.config import ConfigResolver, Selection
+from graphlint.engine import CheckOptions, check
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """Every rule fixture copied into one tree: many files, cross-file calls, bad input."""
+    root = tmp_path / "corpus"
+    shutil.copytree(FIXTURES / "rules", root)
+    for index in range(30):  # enough files that --jobs really starts worker processes
+        (root / f"filler_{index}.py").write_text(f"def f{index}(x):\n    return x.item()\n")
+    return root
+
+
+@pytest.mark.slow
+def test_jobs_and_cache_give_byte_identical_output(corpus: Path, tmp_path: Path) -> None:
+    outputs = {}
+    for fmt in ("text", "json", "sarif"):
+        for jobs in ("1", "2"):
+            for state in ("cold", "warm"):
+                cache = tmp_path / f"cache-{fmt}-{jobs}"
+                result = run_cli("check", ".", "--format", fmt, "--jobs", jobs, "--cache-dir", str(cache), cwd=corpus)
+                assert result.returncode == 1, result.stderr
+                outputs[(fmt, jobs, state)] = result.stdout
+        assert len({outputs[(fmt, j, s)] for j in ("1", "2") for s in ("cold", "warm")}) == 1, fmt
+
+
+def _run(root: Path, cache_dir: Path) -> tuple[list, SummaryCache]:
+    options = CheckOptions(selection=Selection(select=("GL101",)), cache_dir=cache_dir)
+    result = check(["."], ConfigResolver(cwd=root), options)
+    return result.findings, result
+
+
+def test_warm_run_reuses_every_summary_and_a_change_reparses_one(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "lib.py").write_text("def helper(t):\n    return t\n")
+    (root / "main.py").write_text(
+        "import torch\nfrom lib import helper\n\ng = torch.cuda.CUDAGraph()\n"
+        "x = torch.zeros(2, device='cuda')\nwith torch.cuda.graph(g):\n    helper(x)\n"
+    )
+    for i in range(5):
+        (root / f"other{i}.py").write_text(f"VALUE = {i}\n")
+    monkeypatch.chdir(root)
+    cache_dir = tmp_path / "cache"
+    findings, cold = _run(root, cache_dir)
+    assert findings == [] and cold.cache_misses == 7 and cold.cache_hits == 0
+    findings, warm = _run(root, cache_dir)
+    assert findings == [] and warm.cache_hits == 7 and warm.cache_misses == 0
+    # Changing lib.py alone re-parses lib.py, and the new hazard is reported through main.py's capture.
+    (root / "lib.py").write_text("def helper(t):\n    return t.item()\n")
+    findings, changed = _run(root, cache_dir)
+    assert changed.cache_misses == 1 and changed.cache_hits == 6
+    assert [(f.path, f.line, f.code) for f in findings] == [("./lib.py", 2, "GL101")]
+    assert [site.path for site in findings[0].call_path] == ["./main.py"]
+
+
+def test_config_change_applies_on_a_warm_cache(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text(
+        "import torch\ng = torch.cuda.CUDAGraph()\nx = torch.zeros(2, device='cuda')\n"
+        "with torch.cuda.graph(g):\n    x.sum().item()\n"
+    )
+    cache = tmp_path / "cache"
+    assert run_cli("check", ".", "--cache-dir", str(cache), cwd=root).returncode == 1
+    (root / "pyproject.toml").write_text("[tool.graphlint]\nignore = ['GL101']\n")
+    assert run_cli("check", ".", "--cache-dir", str(cache), cwd=root).returncode == 0
+    assert (cache / "CACHEDIR.TAG").is_file()
+
+
+def test_no_cache_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    assert run_cli("check", "--no-cache", ".", cwd=tmp_path).returncode == 0
+    assert not (tmp_path / ".graphlint_cache").exists()
+    assert run_cli("check", ".", cwd=tmp_path).returncode == 0
+    assert (tmp_path / ".graphlint_cache").is_dir()
+
+
+def test_corrupt_cache_costs_only_a_cold_run(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    assert run_cli("check", ".", cwd=tmp_path).returncode == 0
+    for pickle_file in (tmp_path / ".graphlint_cache").rglob("*.pickle"):
+        pickle_file.write_bytes(b"garbage")
+    assert run_cli("check", ".", cwd=tmp_path).returncode == 0

@@ -16,8 +16,8 @@ from pathlib import Path
 from graphlint import __version__
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
 from graphlint.engine import CheckOptions, CheckResult, check, default_jobs
-from graphlint.fixes import fix_file, write_atomic
 from graphlint.findings import Finding
+from graphlint.fixes import fix_file, write_atomic
 from graphlint.registry import all_rules, get_rule
 from graphlint.reporters import FORMATS, ReportContext, render
 
@@ -58,18 +58,28 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     check_parser = commands.add_parser("check", help="check Python files for CUDA graph hazards")
-    check_parser.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories (default: .)")
-    check_parser.add_argument("--select", action="append", metavar="CODES", help="only these codes or prefixes (GL1, GL101)")
+    check_parser.add_argument(
+        "paths", nargs="*", default=["."], metavar="PATH", help="files or directories (default: .)"
+    )
+    check_parser.add_argument(
+        "--select", action="append", metavar="CODES", help="only these codes or prefixes (GL1, GL101)"
+    )
     check_parser.add_argument("--ignore", action="append", metavar="CODES", help="codes or prefixes to leave out")
     check_parser.add_argument("--extend-select", action="append", metavar="CODES", help="codes to add to the selection")
     check_parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     check_parser.add_argument("--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
     check_parser.add_argument("--fix", action="store_true", help="apply safe fixes")
-    check_parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff, apply unsafe fixes too")
+    check_parser.add_argument(
+        "--unsafe-fixes", action="store_true", help="with --fix or --diff, apply unsafe fixes too"
+    )
     check_parser.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     check_parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
-    check_parser.add_argument("--statistics", action="store_true", help="count findings per code instead of listing them")
-    check_parser.add_argument("--jobs", type=_positive, default=None, metavar="N", help="worker processes (default: all cores)")
+    check_parser.add_argument(
+        "--statistics", action="store_true", help="count findings per code instead of listing them"
+    )
+    check_parser.add_argument(
+        "--jobs", type=_positive, default=None, metavar="N", help="worker processes (default: all cores)"
+    )
     check_parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
     check_parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
     check_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
@@ -163,7 +173,11 @@ def _emit(args: argparse.Namespace, result: CheckResult) -> None:
     if args.statistics:
         from graphlint.reporters import json_report, text
 
-        report = json_report.render_statistics(result.findings) if args.format == "json" else text.render_statistics(result.findings)
+        report = (
+            json_report.render_statistics(result.findings)
+            if args.format == "json"
+            else text.render_statistics(result.findings)
+        )
     else:
         report = render(args.format, result.findings, context)
     if args.output_file:
@@ -185,7 +199,9 @@ def _source_paths(result: CheckResult) -> dict[str, str]:
     return {f.display: str(f.path) for f in result.files}
 
 
-def _fix_loop(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions, result: CheckResult) -> CheckResult:
+def _fix_loop(
+    args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions, result: CheckResult
+) -> CheckResult:
     fixed_total = 0
     fixed_files: set[str] = set()
     refused: set[str] = set()
@@ -218,7 +234,10 @@ def _fix_loop(args: argparse.Namespace, resolver: ConfigResolver, options: Check
             break
         result = check(args.paths, resolver, options)
     if fixed_total:
-        print(f"graphlint: fixed {fixed_total} finding{'s' if fixed_total != 1 else ''} in {len(fixed_files)} file{'s' if len(fixed_files) != 1 else ''}", file=sys.stderr)
+        print(
+            f"graphlint: fixed {fixed_total} finding{'s' if fixed_total != 1 else ''} in {len(fixed_files)} file{'s' if len(fixed_files) != 1 else ''}",
+            file=sys.stderr,
+        )
     return result
 
 

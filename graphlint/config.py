@@ -108,7 +108,9 @@ def _load_table(path: Path) -> dict | None:
 def settings_from_table(table: dict, source: Path) -> Settings:
     unknown = sorted(set(table) - _KNOWN_KEYS)
     if unknown:
-        raise ConfigError(f"{source}: unknown key {unknown[0]!r} in [tool.graphlint] (known: {', '.join(sorted(_KNOWN_KEYS))})")
+        raise ConfigError(
+            f"{source}: unknown key {unknown[0]!r} in [tool.graphlint] (known: {', '.join(sorted(_KNOWN_KEYS))})"
+        )
     values: dict[str, tuple[str, ...]] = {}
     for key in _LIST_KEYS:
         if key not in table:
@@ -181,7 +183,7 @@ class ConfigResolver:
         return found
 
     def all_settings(self) -> list[Settings]:
-        seen = {id(s): s for s in [*self._by_dir.values(), *( [self._explicit] if self._explicit else [])]}
+        seen = {id(s): s for s in [*self._by_dir.values(), *([self._explicit] if self._explicit else [])]}
         return list(seen.values())
 
 

@@ -95,6 +95,8 @@ def _unique_modules(files: list[SourceFile]) -> list[SourceFile]:
         count = seen.get(source.module, 0)
         seen[source.module] = count + 1
         if count:
-            source = SourceFile(source.display, source.path, source.settings, f"{source.module}%{count}", source.is_package)
+            source = SourceFile(
+                source.display, source.path, source.settings, f"{source.module}%{count}", source.is_package
+            )
         result.append(source)
     return result

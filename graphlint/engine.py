@@ -36,7 +36,7 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class CheckOptions:
-    selection: Selection = Selection()
+    selection: Selection = field(default_factory=Selection)
     jobs: int = 1
     cache_dir: Path | None = None  # None: no cache
 
@@ -46,7 +46,9 @@ def _summarize_job(job: tuple[bytes, str, bool]) -> ModuleSummary:
     return summarize_source(data, module, is_package)
 
 
-def summarize_files(files: list[SourceFile], options: CheckOptions) -> tuple[dict[str, ModuleSummary], dict[str, bytes], SummaryCache]:
+def summarize_files(
+    files: list[SourceFile], options: CheckOptions
+) -> tuple[dict[str, ModuleSummary], dict[str, bytes], SummaryCache]:
     cache = SummaryCache(options.cache_dir)
     summaries: dict[str, ModuleSummary] = {}
     sources: dict[str, bytes] = {}
@@ -70,7 +72,7 @@ def summarize_files(files: list[SourceFile], options: CheckOptions) -> tuple[dic
             results = list(pool.map(_summarize_job, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
     else:
         results = [_summarize_job(job) for job in jobs]
-    for (source, key, _), summary in zip(pending, results):
+    for (source, key, _), summary in zip(pending, results, strict=True):
         summaries[source.display] = summary
         if summary.error is None or summary.error.startswith("syntax error"):
             cache.put(key, summary)
@@ -131,11 +133,13 @@ def _filter(
     return kept
 
 
-def _unused_suppressions(path: str, summary: ModuleSummary, enabled: frozenset[str], used: dict[int, set[str]]) -> list[Finding]:
+def _unused_suppressions(
+    path: str, summary: ModuleSummary, enabled: frozenset[str], used: dict[int, set[str]]
+) -> list[Finding]:
     found = []
     for line, suppression in sorted(summary.suppressions.items()):
         if suppression.codes is None:
-            continue  # a bare `# noqa` may serve other tools
+            continue  # a suppression without codes may serve other tools
         unused = sorted(code for code in suppression.codes if code in enabled and code not in used.get(line, set()))
         if not unused:
             continue

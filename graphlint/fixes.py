@@ -62,7 +62,11 @@ def apply_edits(text: str, findings: list[Finding]) -> tuple[str, list[Finding]]
             start = _offset(starts, text, edit.line, edit.column)
             end = _offset(starts, text, edit.end_line, edit.end_column)
             spans.append((start, end, edit.content, edit))
-        if any(_overlaps(start, end, other_start, other_end) for start, end, _, _ in spans for other_start, other_end, _ in accepted):
+        if any(
+            _overlaps(start, end, other_start, other_end)
+            for start, end, _, _ in spans
+            for other_start, other_end, _ in accepted
+        ):
             continue
         for start, end, content, edit in spans:
             accepted.append((start, end, content))

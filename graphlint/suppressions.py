@@ -11,7 +11,9 @@ import ast
 import re
 from dataclasses import dataclass
 
-_NOQA = re.compile(r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,\s*[A-Za-z]+[0-9]+|\s+[A-Za-z]+[0-9]+)*))?", re.I)
+_NOQA = re.compile(
+    r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,\s*[A-Za-z]+[0-9]+|\s+[A-Za-z]+[0-9]+)*))?", re.I
+)
 _IGNORE = re.compile(r"#\s*graphlint\s*:\s*ignore(?:\[(?P<codes>[^\]]*)\])?")
 _SKIP_FILE = re.compile(r"#\s*graphlint\s*:\s*skip-file\b")
 _CODE = re.compile(r"[A-Za-z]+[0-9]+")
@@ -76,9 +78,6 @@ def parse_suppressions(source: str, tree: ast.AST | None) -> FileSuppressions:
                 codes = None
             previous = by_line.get(number)
             if previous is not None:
-                if previous.codes is None or codes is None:
-                    codes = None
-                else:
-                    codes = previous.codes | codes
+                codes = None if previous.codes is None or codes is None else previous.codes | codes
             by_line[number] = Suppression(number, match.start() + 1, len(line) + 1, codes)
     return FileSuppressions(by_line, skip_file)

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from conftest import run_cli
-from graphlint.engine import CheckOptions, check
 from graphlint.config import ConfigResolver
+from graphlint.engine import CheckOptions, check
 
 HAZARD = """\
 import torch

@@ -58,8 +58,17 @@ def test_json_format_matches_rules_md(write_tree) -> None:
     findings = json.loads(result.stdout)
     first = findings[0]
     assert list(first) == [
-        "code", "name", "severity", "message", "path", "line", "column",
-        "end_line", "end_column", "fix", "call_path",
+        "code",
+        "name",
+        "severity",
+        "message",
+        "path",
+        "line",
+        "column",
+        "end_line",
+        "end_column",
+        "fix",
+        "call_path",
     ]
     assert (first["code"], first["path"], first["line"], first["column"]) == ("GL101", "src/bad.py", 6, 9)
     assert (first["end_line"], first["end_column"]) == (6, 23)
@@ -93,7 +102,12 @@ def test_output_file_and_statistics(write_tree, tmp_path: Path) -> None:
     assert stats.returncode == 1
     assert [line.split()[:2] for line in stats.stdout.splitlines()] == [["1", "GL101"], ["1", "GL111"]]
     stats_json = run_cli("check", "--no-cache", "--statistics", "--format", "json", "bad.py", cwd=root)
-    assert json.loads(stats_json.stdout)[0] == {"code": "GL101", "name": "host-sync-in-capture", "count": 1, "fixable": False}
+    assert json.loads(stats_json.stdout)[0] == {
+        "code": "GL101",
+        "name": "host-sync-in-capture",
+        "count": 1,
+        "fixable": False,
+    }
 
 
 def test_sarif_is_valid_2_1_0_with_rules_and_locations(write_tree) -> None:
@@ -117,7 +131,9 @@ def test_github_annotations(write_tree) -> None:
     root = write_tree({"bad.py": HAZARD})
     result = run_cli("check", "--no-cache", "--format", "github", "bad.py", cwd=root)
     first = result.stdout.splitlines()[0]
-    assert first.startswith("::error file=bad.py,line=6,col=9,endLine=6,endColumn=23,title=GL101 [host-sync-in-capture]::GL101 ")
+    assert first.startswith(
+        "::error file=bad.py,line=6,col=9,endLine=6,endColumn=23,title=GL101 [host-sync-in-capture]::GL101 "
+    )
 
 
 def test_junit_one_case_per_file(write_tree) -> None:
@@ -135,7 +151,13 @@ def test_junit_one_case_per_file(write_tree) -> None:
 def test_rule_and_rules_commands() -> None:
     page = run_cli("rule", "GL101")
     assert page.returncode == 0
-    for section in ("# GL101 [host-sync-in-capture]", "## What it does", "## Why is this bad?", "## Example", "## Use instead"):
+    for section in (
+        "# GL101 [host-sync-in-capture]",
+        "## What it does",
+        "## Why is this bad?",
+        "## Example",
+        "## Use instead",
+    ):
         assert section in page.stdout
     assert run_cli("rule", "gl107").returncode == 0
     missing = run_cli("rule", "GL999")

@@ -107,7 +107,9 @@ def test_suppressions_and_unused_suppressions(write_tree) -> None:
     assert "GL102" in findings[0]["message"] and "GL104" in findings[1]["message"]
     assert findings[0]["severity"] == "warning"
     # A code that is not enabled is not judged.
-    narrowed = json.loads(run_cli("check", "--no-cache", "--format", "json", "--ignore", "GL102,GL104", "a.py", cwd=root).stdout)
+    narrowed = json.loads(
+        run_cli("check", "--no-cache", "--format", "json", "--ignore", "GL102,GL104", "a.py", cwd=root).stdout
+    )
     assert narrowed == []
 
 

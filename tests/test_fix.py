@@ -40,12 +40,16 @@ def test_fix_applies_safe_fixes_only(tmp_path) -> None:
 def test_unsafe_fixes_and_idempotence(tmp_path) -> None:
     path = tmp_path / "train.py"
     path.write_text(SOURCE)
-    first = run_cli("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "GL106,GL107", "train.py", cwd=tmp_path)
+    first = run_cli(
+        "check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "GL106,GL107", "train.py", cwd=tmp_path
+    )
     assert first.returncode == 0, first.stdout
     fixed = path.read_text()
     assert "lr=1e-3, capturable=True,)" in fixed  # after the last argument, before the trailing comma
     ast.parse(fixed)
-    second = run_cli("check", "--no-cache", "--fix", "--unsafe-fixes", "train.py", "--select", "GL106,GL107", cwd=tmp_path)
+    second = run_cli(
+        "check", "--no-cache", "--fix", "--unsafe-fixes", "train.py", "--select", "GL106,GL107", cwd=tmp_path
+    )
     assert second.returncode == 0 and path.read_text() == fixed
 
 

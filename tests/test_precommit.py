@@ -37,7 +37,9 @@ def test_hook_blocks_a_hazard_and_passes_a_clean_commit(tmp_path: Path) -> None:
     shutil.copytree(
         ROOT,
         hook_repo,
-        ignore=shutil.ignore_patterns(".git", ".venv", "*.egg-info", "__pycache__", ".graphlint_cache", "fixtures", "tests", "bench-data", ".whl"),
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "*.egg-info", "__pycache__", ".graphlint_cache", "fixtures", "tests", "bench-data", ".whl"
+        ),
     )
     env = {
         **os.environ,

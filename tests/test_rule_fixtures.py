@@ -81,7 +81,9 @@ def test_fixture(code: str, case: Path, monkeypatch: pytest.MonkeyPatch) -> None
         got.add((path, finding["line"], finding["code"]))
     missing = sorted(expected - got)
     unexpected = sorted(
-        (f["path"], f["line"], f["code"], f["message"]) for f in findings if (str(Path(f["path"])) if case.is_dir() else f["path"], f["line"], f["code"]) not in expected
+        (f["path"], f["line"], f["code"], f["message"])
+        for f in findings
+        if (str(Path(f["path"])) if case.is_dir() else f["path"], f["line"], f["code"]) not in expected
     )
     assert not missing and not unexpected, f"missing: {missing}\nunexpected: {unexpected}"
     for finding in findings:

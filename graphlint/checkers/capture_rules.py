@@ -447,7 +447,8 @@ _DYNAMIC_SHAPE_METHODS = frozenset({"nonzero", "unique", "unique_consecutive", "
 _PINNED_FACTORIES_KW = "pin_memory"
 _HOST_STATE_MODULES = ("time.", "random.", "numpy.random.", "datetime.datetime.now", "datetime.datetime.utcnow")
 _LEGACY_CUDA_CONSTRUCTORS = frozenset(
-    f"torch.cuda.{name}Tensor" for name in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Byte", "Bool")
+    f"torch.cuda.{name}Tensor"
+    for name in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Byte", "Bool")
 )
 
 
@@ -505,7 +506,9 @@ def check_call(w: FunctionWalker, call: ast.Call, name: str | None) -> None:
     elif (name == "torch.repeat_interleave" or (name is None and method == "repeat_interleave")) and (
         T.keyword(call, "output_size") is None and _repeats_are_tensor(w, call, name is not None)
     ):
-        w.hazard("GL103", call, "`repeat_interleave` with tensor repeats and no `output_size` has a data-dependent size")
+        w.hazard(
+            "GL103", call, "`repeat_interleave` with tensor repeats and no `output_size` has a data-dependent size"
+        )
 
     # GL104: host data copied onto the device.
     if T.is_host_factory(name) and name != "torch.from_numpy" and T.keyword(call, "device") is not None:
@@ -524,8 +527,12 @@ def check_call(w: FunctionWalker, call: ast.Call, name: str | None) -> None:
     # GL106: optimizer steps that keep host state.
     if name is None and method == "step" and receiver_ty is not None:
         if receiver_ty.kind == T.OPTIMIZER and not receiver_ty.capturable:
-            w.hazard("GL106", call, f"`{receiver}.step()` on an optimizer built without `capturable=True`",
-                     fix=w.capturable_fix(receiver_ty))
+            w.hazard(
+                "GL106",
+                call,
+                f"`{receiver}.step()` on an optimizer built without `capturable=True`",
+                fix=w.capturable_fix(receiver_ty),
+            )
         elif receiver_ty.kind == T.SCALER:
             w.hazard("GL106", call, f"`{receiver}.step()` of a GradScaler checks for infs on the host")
     elif name is None and method == "update" and receiver_ty is not None and receiver_ty.kind == T.SCALER:
@@ -576,9 +583,7 @@ def _to_targets_host(call: ast.Call) -> bool:
         device = call.args[0]
     if device is None:
         return False
-    return T.device_is_host(device) is True and not (
-        isinstance(device, ast.Constant) and device.value is None
-    )
+    return T.device_is_host(device) is True and not (isinstance(device, ast.Constant) and device.value is None)
 
 
 def _to_targets_device(call: ast.Call) -> bool:

@@ -26,9 +26,7 @@ _CANONICAL = {
     "torch.nn.utils.clip_grad.clip_grad_norm_": "torch.nn.utils.clip_grad_norm_",
     "torch._C.Generator": "torch.Generator",
     "torch.cuda.Stream.synchronize": "torch.cuda.Stream.synchronize",
-    "transformer_engine.pytorch.graph.make_graphed_callables": (
-        "transformer_engine.pytorch.make_graphed_callables"
-    ),
+    "transformer_engine.pytorch.graph.make_graphed_callables": ("transformer_engine.pytorch.make_graphed_callables"),
     "torch.accelerator.synchronize": "torch.cuda.synchronize",
     "torch.cuda.StreamContext": "torch.cuda.stream",
     "torch.cuda.streams.StreamContext": "torch.cuda.stream",

@@ -58,7 +58,7 @@ def _is_compile_capture(call: ast.Call) -> bool:
         return True
     options = T.keyword(call, "options")
     if isinstance(options, ast.Dict):
-        for key, value in zip(options.keys, options.values):
+        for key, value in zip(options.keys, options.values, strict=False):
             if isinstance(key, ast.Constant) and key.value == "triton.cudagraphs" and T.is_true(value):
                 return True
     return False
@@ -187,7 +187,9 @@ class FileSummarizer:
                 key=lambda item: item.name != "__init__",
             )
             for method in methods:
-                walker = FunctionWalker(st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False)
+                walker = FunctionWalker(
+                    st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False
+                )
                 for stmt in ast.walk(method):
                     if isinstance(stmt, ast.Assign):
                         ty = None
@@ -436,14 +438,16 @@ class FunctionWalker:
         return len(self.st.summary.regions) - 1
 
     # -- types ---------------------------------------------------------------------------
-    def ty(self, node: ast.AST | None) -> T.Ty | None:  # noqa: C901 - one dispatch over node kinds
+    def ty(self, node: ast.AST | None) -> T.Ty | None:
         if node is None:
             return None
         if isinstance(node, ast.Name):
             return self.lookup(node.id)
         if isinstance(node, ast.Constant):
             return T.T_PY
-        if isinstance(node, (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.JoinedStr)):
+        if isinstance(
+            node, (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.JoinedStr)
+        ):
             return T.T_PY
         if isinstance(node, ast.Attribute):
             return self._attribute_ty(node)
@@ -551,7 +555,7 @@ class FunctionWalker:
         summary = self.st.summary.classes.get(class_qualname)
         return summary is not None and method in summary.methods
 
-    def _call_ty(self, node: ast.Call) -> T.Ty | None:  # noqa: C901 - one dispatch over callee kinds
+    def _call_ty(self, node: ast.Call) -> T.Ty | None:
         func = node.func
         name = self.resolve(func)
         if name is not None:
@@ -619,7 +623,7 @@ class FunctionWalker:
             queue.extend(summary.bases)
         return False
 
-    def _named_call_ty(self, name: str, node: ast.Call) -> T.Ty | None:  # noqa: C901
+    def _named_call_ty(self, name: str, node: ast.Call) -> T.Ty | None:
         if T.is_host_factory(name):
             return T.host_factory_kind(name, node)
         if name in T.MASK_FUNCTIONS:
@@ -702,7 +706,7 @@ class FunctionWalker:
         if open_capture is not None:
             self.regions = open_capture[1]
 
-    def walk_stmt(self, stmt: ast.stmt) -> None:  # noqa: C901 - one dispatch over statement kinds
+    def walk_stmt(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, _FUNCTION_NODES):
             self._nested_function(stmt)
         elif isinstance(stmt, ast.ClassDef):
@@ -850,7 +854,14 @@ class FunctionWalker:
                     streams.append(stream)
             elif name in _AUTOCAST:
                 if not _autocast_is_cpu(context) and not T.is_false(T.keyword(context, "cache_enabled")):
-                    autocasts.append((context, _keyword_fix(self.st, context, "cache_enabled", "False", "pass `cache_enabled=False` to autocast")))
+                    autocasts.append(
+                        (
+                            context,
+                            _keyword_fix(
+                                self.st, context, "cache_enabled", "False", "pass `cache_enabled=False` to autocast"
+                            ),
+                        )
+                    )
             else:
                 target = self._call_target(context)
                 if target is not None:
@@ -895,7 +906,7 @@ class FunctionWalker:
         found_side_stream = False
         for scope in self._warmup_scopes():
             for node in _walk_no_defs(scope):
-                if isinstance(node, (ast.With, ast.AsyncWith)) and node.lineno < stmt.lineno or (
+                if (isinstance(node, (ast.With, ast.AsyncWith)) and node.lineno < stmt.lineno) or (
                     isinstance(node, (ast.With, ast.AsyncWith)) and scope is not self.node
                 ):
                     for item in node.items:
@@ -937,7 +948,11 @@ class FunctionWalker:
                     name = self.resolve(node.func)
                     if name and name in self.st.defs.values():
                         target = next(
-                            (n for n in self.st.tree.body if isinstance(n, _FUNCTION_NODES) and f"{self.st.module}.{n.name}" == name),
+                            (
+                                n
+                                for n in self.st.tree.body
+                                if isinstance(n, _FUNCTION_NODES) and f"{self.st.module}.{n.name}" == name
+                            ),
                             None,
                         )
                         if target is not None and _has_stream_block(self, target):
@@ -949,7 +964,9 @@ class FunctionWalker:
         if not isinstance(value, ast.Call):
             return
         name = self.resolve(value.func)
-        if name in _CAPTURE_CONTEXTS or (isinstance(value.func, ast.Attribute) and value.func.attr == "capture_to_graph"):
+        if name in _CAPTURE_CONTEXTS or (
+            isinstance(value.func, ast.Attribute) and value.func.attr == "capture_to_graph"
+        ):
             self.summary.returns_capture = True
             return
         target = self._call_target(value)
@@ -1008,7 +1025,7 @@ class FunctionWalker:
         if target is not None:
             self._call(target, call)
 
-    def _call_target(self, call: ast.Call) -> str | None:  # noqa: C901
+    def _call_target(self, call: ast.Call) -> str | None:
         func = call.func
         if isinstance(func, ast.Name):
             for walker in self._chain():
@@ -1100,7 +1117,9 @@ class FunctionWalker:
         return f"f:{name}" if name else None
 
 
-_EXTERNAL_ROOTS = frozenset({"torch", "numpy", "typing", "collections", "dataclasses", "enum", "pathlib", "logging", "abc"})
+_EXTERNAL_ROOTS = frozenset(
+    {"torch", "numpy", "typing", "collections", "dataclasses", "enum", "pathlib", "logging", "abc"}
+)
 
 
 def _looks_like_project_class(name: str) -> bool:
@@ -1153,8 +1172,10 @@ def _element_ty(container: T.Ty | None) -> T.Ty | None:
 
 def _first_device_is_host(call: ast.Call) -> bool:
     device = T.keyword(call, "device") or (call.args[0] if call.args else None)
-    return device is not None and T.device_is_host(device) is True and not (
-        isinstance(device, ast.Constant) and device.value is None
+    return (
+        device is not None
+        and T.device_is_host(device) is True
+        and not (isinstance(device, ast.Constant) and device.value is None)
     )
 
 
@@ -1227,7 +1248,9 @@ def _has_stream_block(walker: FunctionWalker, node: ast.AST) -> bool:
         if isinstance(inner, (ast.With, ast.AsyncWith)):
             for item in inner.items:
                 ctx = item.context_expr
-                if isinstance(ctx, ast.Call) and (walker.resolve(ctx.func) in _STREAM_CONTEXTS or _is_accelerator_stream(ctx)):
+                if isinstance(ctx, ast.Call) and (
+                    walker.resolve(ctx.func) in _STREAM_CONTEXTS or _is_accelerator_stream(ctx)
+                ):
                     return True
     return False
 

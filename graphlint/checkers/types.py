@@ -306,9 +306,7 @@ OPTIMIZERS_WITH_CAPTURABLE = frozenset(
     f"torch.optim.{name}"
     for name in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "ASGD", "Adadelta", "Rprop", "RMSprop")
 )
-OPTIMIZERS_NEVER_CAPTURABLE = frozenset(
-    f"torch.optim.{name}" for name in ("Adagrad", "LBFGS", "SparseAdam")
-)
+OPTIMIZERS_NEVER_CAPTURABLE = frozenset(f"torch.optim.{name}" for name in ("Adagrad", "LBFGS", "SparseAdam"))
 
 
 def is_torch_tensor_function(name: str) -> bool:

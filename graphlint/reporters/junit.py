@@ -24,7 +24,10 @@ def render(findings: list[Finding], context: ReportContext) -> str:
         if found:
             codes = ", ".join(sorted({f.code for f in found}))
             failure = ET.SubElement(
-                case, "failure", message=f"{len(found)} finding{'s' if len(found) != 1 else ''}: {codes}", type="graphlint"
+                case,
+                "failure",
+                message=f"{len(found)} finding{'s' if len(found) != 1 else ''}: {codes}",
+                type="graphlint",
             )
             failure.text = "\n".join(format_finding(f) for f in found)
     ET.indent(suites)

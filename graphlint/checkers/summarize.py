@@ -119,6 +119,7 @@ class FileSummarizer:
     """Builds the `ModuleSummary` of one parsed file."""
 
     def __init__(self, tree: ast.Module, module: str, is_package: bool, source: str) -> None:
+        self.source = source
         self.state = ModuleState(tree, module, is_package, source.splitlines())
 
     def run(self) -> ModuleSummary:
@@ -133,9 +134,20 @@ class FileSummarizer:
 
     def _collect_imports_and_defs(self) -> None:
         st = self.state
-        for node in ast.walk(st.tree):
+        self._graphed_calls: list[ast.Call] = []
+        for node in _all_statements(st.tree.body):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 st.imports.add(node)
+        # Whole-tree scans only for files that mention what they look for.
+        if "register_generator_state" in self.source or "make_graphed_callables" in self.source:
+            for node in ast.walk(st.tree):
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    tail = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                    if tail == "register_generator_state" and node.args:
+                        st.registered_generators.add(source_text(node.args[0]))
+                    elif tail == "make_graphed_callables":
+                        self._graphed_calls.append(node)
         for node in _module_level_statements(st.tree.body):
             if isinstance(node, (*_FUNCTION_NODES, ast.ClassDef)):
                 st.defs[node.name] = f"{st.module}.{node.name}"
@@ -190,7 +202,7 @@ class FileSummarizer:
                 walker = FunctionWalker(
                     st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False
                 )
-                for stmt in ast.walk(method):
+                for stmt in _statements(method.body):
                     if isinstance(stmt, ast.Assign):
                         ty = None
                         for target in stmt.targets:
@@ -208,23 +220,17 @@ class FileSummarizer:
                     summary.attr_classes[attr] = ty.ref
 
     def _prescan_file_facts(self) -> None:
-        """Facts some rules need from anywhere in the file: registered generators, graphed modules."""
+        """Modules passed to make_graphed_callables anywhere in the file (for GL113)."""
         st = self.state
-        for node in ast.walk(st.tree):
-            if not isinstance(node, ast.Call):
+        for node in self._graphed_calls:
+            parts = dotted_parts(node.func)
+            if (st.resolve_parts(parts) if parts else None) not in _GRAPHED_CALLABLES:
                 continue
-            func = node.func
-            if isinstance(func, ast.Attribute) and func.attr == "register_generator_state" and node.args:
-                st.registered_generators.add(source_text(node.args[0]))
-                continue
-            parts = dotted_parts(func)
-            name = st.resolve_parts(parts) if parts else None
-            if name in _GRAPHED_CALLABLES:
-                first = node.args[0] if node.args else T.keyword(node, "callables") or T.keyword(node, "modules")
-                if first is not None:
-                    elements = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
-                    for element in elements:
-                        st.graphed_modules.add(source_text(element))
+            first = node.args[0] if node.args else T.keyword(node, "callables") or T.keyword(node, "modules")
+            if first is not None:
+                elements = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
+                for element in elements:
+                    st.graphed_modules.add(source_text(element))
 
 
 class FunctionWalker:
@@ -254,7 +260,7 @@ class FunctionWalker:
         self.regions: tuple[int, ...] = ()
         self.guarded = False
         self.graphed_calls = 0
-        self.ordering: list[tuple[int, str, str, list[str]]] = []
+        self._ordering: list[tuple[int, str, str, list[str]]] | None = None
         self.is_module = isinstance(node, ast.Module)
         self.summary = FunctionSummary(qualname, display, getattr(node, "lineno", 1))
         if record:
@@ -262,8 +268,6 @@ class FunctionWalker:
         if isinstance(node, _FUNCTION_NODES):
             self._bind_parameters(node)
             self.locals |= _assigned_names(node)
-        if record:
-            self._collect_ordering()
 
     # -- setup -------------------------------------------------------------------------
     def _bind_parameters(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -310,8 +314,16 @@ class FunctionWalker:
             return T.Ty(T.INSTANCE, ref=name)
         return None
 
-    def _collect_ordering(self) -> None:
+    @property
+    def ordering(self) -> list[tuple[int, str, str, list[str]]]:
         """Stream ordering calls of this function, for GL109 (fork before, join after)."""
+        if self._ordering is None:
+            self._ordering = []
+            self._collect_ordering()
+        return self._ordering
+
+    def _collect_ordering(self) -> None:
+        assert self._ordering is not None
         body = self.node.body if hasattr(self.node, "body") else []
         for stmt in body:
             for node in _walk_no_defs(stmt):
@@ -319,7 +331,7 @@ class FunctionWalker:
                     if node.func.attr in _ORDERING_METHODS:
                         receiver = source_text(node.func.value)
                         args = [source_text(a) for a in node.args]
-                        self.ordering.append((node.lineno, receiver, node.func.attr, args))
+                        self._ordering.append((node.lineno, receiver, node.func.attr, args))
 
     # -- queries used by the rule detectors ----------------------------------------------
     def lookup(self, name: str) -> T.Ty | None:
@@ -921,7 +933,11 @@ class FunctionWalker:
         if self._calls_stream_helper_before(stmt.lineno):
             return
         shown = ", ".join(f"`{c}`" for c in sorted(captured)[:3])
-        if found_side_stream:
+        body = getattr(self.node, "body", [])
+        eager = _callee_texts([s for s in body if s.end_lineno and s.end_lineno < stmt.lineno], self)
+        if captured & eager:
+            message = f"capture of {shown}, warmed up only on the capturing (current) stream, not a side stream"
+        elif found_side_stream:
             message = f"capture of {shown}, which the side-stream warm-up before it never ran"
         else:
             message = f"capture of {shown} with no warm-up on a side stream before it"
@@ -1298,14 +1314,51 @@ def _bound_names(target: ast.expr) -> Iterator[str]:
             yield from _bound_names(elt.value if isinstance(elt, ast.Starred) else elt)
 
 
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement in ``body`` and its nested blocks, without entering definitions."""
+    stack = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, (*_FUNCTION_NODES, ast.ClassDef)):
+            continue
+        for name in ("finalbody", "orelse", "body"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list):
+                stack.extend(reversed(block))
+        for handler in getattr(stmt, "handlers", ()):
+            stack.extend(reversed(handler.body))
+        for case in getattr(stmt, "cases", ()):
+            stack.extend(reversed(case.body))
+
+
+def _all_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement, entering function and class bodies too (imports can be anywhere)."""
+    for stmt in _statements(body):
+        yield stmt
+        if isinstance(stmt, (*_FUNCTION_NODES, ast.ClassDef)):
+            yield from _all_statements(stmt.body)
+
+
 def _assigned_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Names a function binds locally (assignment, loop and with targets, imports)."""
     names: set[str] = set()
-    for stmt in node.body:
-        for inner in _walk_no_defs(stmt):
-            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
-                names.add(inner.id)
-            elif isinstance(inner, (ast.Import, ast.ImportFrom)):
-                continue
+    for stmt in _statements(node.body):
+        targets: list[ast.expr] = []
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            targets = [stmt.target]
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in stmt.names)
+        elif isinstance(stmt, (*_FUNCTION_NODES, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Try):
+            names.update(h.name for h in stmt.handlers if h.name)
+        for target in targets:
+            names.update(_bound_names(target))
     return names
 
 

@@ -1,0 +1,144 @@
+"""Static checker speed on the CPU torch wheel's own sources, as ratios to libcst's bare parse.
+
+Runs, in one process and one session (machines here are noisy, so only ratios measured
+side by side mean anything):
+  - the parse floor: libcst.parse_module over every file, one process;
+  - the stdlib ast parse of the same files (graphlint's own parser), for reference;
+  - graphlint cold --jobs 1, cold --jobs 2, warm (cache, nothing changed), one file changed.
+Prints a table and writes JSON (--json FILE).
+
+    python benchmarks/static_speed.py [--wheel PATH] [--subset torch/distributed] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import glob
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+import zipfile
+from pathlib import Path
+
+DEFAULT_WHEEL = "/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+
+
+def unpack(wheel: str, target: Path) -> Path:
+    if not (target / "torch").is_dir():
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                if name.startswith("torch/") and name.endswith(".py"):
+                    archive.extract(name, target)
+    return target / "torch"
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def parse_floor(files: list[str]) -> None:
+    import libcst
+
+    for path in files:
+        with open(path, encoding="utf-8") as handle:
+            source = handle.read()
+        with contextlib.suppress(Exception):
+            libcst.parse_module(source)
+
+
+def ast_floor(files: list[str]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for path in files:
+            with open(path, "rb") as handle:
+                data = handle.read()
+            with contextlib.suppress(SyntaxError):
+                ast.parse(data)
+
+
+def graphlint(tree: Path, cache: Path, jobs: int) -> float:
+    command = [
+        sys.executable,
+        "-m",
+        "graphlint",
+        "check",
+        str(tree),
+        "--exit-zero",
+        "--format",
+        "json",
+        "--output-file",
+        os.devnull,
+        "--jobs",
+        str(jobs),
+        "--cache-dir",
+        str(cache),
+    ]
+    start = time.perf_counter()
+    subprocess.run(command, check=True)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--wheel", default=DEFAULT_WHEEL)
+    parser.add_argument("--workdir", default="bench-data")
+    parser.add_argument("--subset", default="torch", help="a folder inside the unpacked wheel, e.g. torch/distributed")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+
+    root = unpack(args.wheel, Path(args.workdir)).parent
+    tree = root / args.subset
+    files = sorted(glob.glob(str(tree / "**" / "*.py"), recursive=True))
+    lines = sum(Path(f).read_bytes().count(b"\n") for f in files)
+    cache = Path(tempfile.mkdtemp(prefix="graphlint-bench-cache-"))
+    results = {}
+    try:
+        results["libcst_parse_floor"] = timed(lambda: parse_floor(files))
+        results["ast_parse"] = timed(lambda: ast_floor(files))
+        results["cold_jobs1"] = graphlint(tree, cache / "a", 1)
+        results["cold_jobs2"] = graphlint(tree, cache / "b", 2)
+        results["warm_jobs1"] = graphlint(tree, cache / "a", 1)
+        victim = Path(files[len(files) // 2])
+        original = victim.read_bytes()
+        try:
+            victim.write_bytes(original + b"\n# changed\n")
+            results["one_file_changed_jobs1"] = graphlint(tree, cache / "a", 1)
+        finally:
+            victim.write_bytes(original)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    floor = results["libcst_parse_floor"]
+    print(
+        f"{len(files)} files, {lines} lines under {tree} ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+    )
+    print(f"{'run':<26}{'seconds':>10}{'x libcst parse':>16}")
+    for name, seconds in results.items():
+        print(f"{name:<26}{seconds:>10.2f}{seconds / floor:>16.2f}")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "files": len(files),
+                    "lines": lines,
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "seconds": results,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -261,6 +261,7 @@ class FunctionWalker:
         self.guarded = False
         self.graphed_calls = 0
         self._ordering: list[tuple[int, str, str, list[str]]] | None = None
+        self._ty_cache: dict[int, T.Ty | None] = {}
         self.is_module = isinstance(node, ast.Module)
         self.summary = FunctionSummary(qualname, display, getattr(node, "lineno", 1))
         if record:
@@ -451,8 +452,17 @@ class FunctionWalker:
 
     # -- types ---------------------------------------------------------------------------
     def ty(self, node: ast.AST | None) -> T.Ty | None:
+        """The kind of value ``node`` evaluates to (memoised until the next statement)."""
         if node is None:
             return None
+        key = id(node)
+        cache = self._ty_cache
+        if key in cache:
+            return cache[key]
+        result = cache[key] = self._ty(node)
+        return result
+
+    def _ty(self, node: ast.AST) -> T.Ty | None:
         if isinstance(node, ast.Name):
             return self.lookup(node.id)
         if isinstance(node, ast.Constant):
@@ -719,6 +729,7 @@ class FunctionWalker:
             self.regions = open_capture[1]
 
     def walk_stmt(self, stmt: ast.stmt) -> None:
+        self._ty_cache.clear()  # bindings change between statements
         if isinstance(stmt, _FUNCTION_NODES):
             self._nested_function(stmt)
         elif isinstance(stmt, ast.ClassDef):
@@ -1004,24 +1015,34 @@ class FunctionWalker:
             self.expr_target(target.value)
 
     def expr(self, node: ast.expr) -> None:
+        """Run the expression detectors on ``node`` and everything inside it (not lambdas)."""
         stack: list[ast.AST] = [node]
+        pop, push = stack.pop, stack.append
         while stack:
-            current = stack.pop()
-            if isinstance(current, ast.Call):
+            current = pop()
+            kind = type(current)
+            if kind is ast.Call:
                 self._visit_call(current)
-            elif isinstance(current, ast.Subscript):
+            elif kind is ast.Subscript:
                 capture_rules.check_subscript(self, current)
-            elif isinstance(current, ast.IfExp):
+            elif kind is ast.IfExp:
                 capture_rules.check_test(self, current.test, "conditional expression")
-            elif isinstance(current, ast.JoinedStr):
+            elif kind is ast.JoinedStr:
                 capture_rules.check_fstring(self, current)
-            elif isinstance(current, ast.Lambda):
+            elif kind is ast.Lambda:
                 continue
-            elif isinstance(current, (ast.Yield, ast.YieldFrom)) and self.regions:
+            elif (kind is ast.Yield or kind is ast.YieldFrom) and self.regions:
                 # @contextmanager yielding inside a capture: the caller's with-body is captured.
                 if any(self.st.summary.regions[r].target is None for r in self.regions):
                     self.summary.returns_capture = True
-            stack.extend(reversed(list(ast.iter_child_nodes(current))))
+            for name in _child_fields(kind):
+                value = getattr(current, name)
+                if type(value) is list:
+                    for item in value:
+                        if item is not None:
+                            push(item)
+                elif value is not None:
+                    push(value)
 
     def _visit_call(self, call: ast.Call) -> None:
         name = self.resolve(call.func)
@@ -1143,6 +1164,22 @@ def _looks_like_project_class(name: str) -> bool:
     root, _, rest = name.partition(".")
     tail = name.rsplit(".", 1)[-1]
     return bool(rest) and root not in _EXTERNAL_ROOTS and tail[:1].isupper() and not tail.isupper()
+
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCALAR_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "is_async"})
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of an expression node type that hold child expressions (cached per type)."""
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        if kind is ast.Constant or kind is ast.Name:
+            fields = ()
+        else:
+            fields = tuple(f for f in kind._fields if f not in _SCALAR_FIELDS)
+        _CHILD_FIELDS[kind] = fields
+    return fields
 
 
 def _function_ref(ref: str) -> str:

@@ -107,3 +107,20 @@ def test_every_rule_has_fixtures_with_positives_and_negatives() -> None:
             markers += len(re.findall(rf"#\s*expect:[^\n]*{code}", text))
         assert markers >= 3, f"{code}: only {markers} positive cases"
         assert any("negative" in p.name for p in rule_dir.iterdir()), f"{code}: no negatives file"
+
+
+REAL_DIR = RULES_DIR.parent / "real"
+
+
+def test_real_code_patterns_report_only_the_marked_hazards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rule at once over real-code patterns: no finding that is not a marked true hazard."""
+    out = io.StringIO()
+    monkeypatch.chdir(REAL_DIR)
+    with redirect_stdout(out):
+        main(["check", ".", "--format", "json", "--no-cache", "--jobs", "1"])
+    findings = json.loads(out.getvalue())
+    got = {(str(Path(f["path"])), f["line"], f["code"]) for f in findings}
+    expected = set()
+    for code in all_rules():
+        expected |= _expected(REAL_DIR, code)[0]
+    assert got == expected, [f for f in findings if (str(Path(f["path"])), f["line"], f["code"]) not in expected]

@@ -711,7 +711,9 @@ class FunctionWalker:
 
     # -- statements ----------------------------------------------------------------------
     def walk_body(self, body: list[ast.stmt]) -> None:
+        """Walk a block, tracking capture_begin()/capture_end() spans and early-exit guards."""
         open_capture: tuple[str, tuple[int, ...]] | None = None
+        saved_guard = self.guarded
         for stmt in body:
             begin = _capture_call(stmt, "capture_begin")
             if begin is not None and open_capture is None:
@@ -725,8 +727,14 @@ class FunctionWalker:
                 self.regions = open_capture[1]
                 open_capture = None
             self.walk_stmt(stmt)
+            if open_capture is not None and _ends_capture_inside(stmt, open_capture[0]):
+                self.regions = open_capture[1]  # try: ... finally: g.capture_end()
+                open_capture = None
+            if isinstance(stmt, ast.If) and _capturing_guard(self, stmt.test) is True and _exits(stmt.body):
+                self.guarded = True  # `if capturing: return ...`: the rest never runs in capture
         if open_capture is not None:
             self.regions = open_capture[1]
+        self.guarded = saved_guard
 
     def walk_stmt(self, stmt: ast.stmt) -> None:
         self._ty_cache.clear()  # bindings change between statements
@@ -1271,6 +1279,20 @@ def _capture_call(stmt: ast.stmt, method: str) -> str | None:
         if isinstance(func, ast.Attribute) and func.attr == method:
             return source_text(func.value)
     return None
+
+
+def _ends_capture_inside(stmt: ast.stmt, receiver: str) -> bool:
+    """A compound statement (try/finally, with, if) that calls ``receiver.capture_end()``."""
+    if not isinstance(stmt, (ast.Try, ast.With, ast.If, ast.For, ast.While)):
+        return False
+    for inner in _statements([stmt]):
+        if inner is not stmt and _capture_call(inner, "capture_end") == receiver:
+            return True
+    return False
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
 def _callee_texts(body: list[ast.stmt], walker: FunctionWalker) -> set[str]:

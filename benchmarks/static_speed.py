@@ -19,6 +19,7 @@ import glob
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -105,14 +106,21 @@ def main() -> int:
     try:
         results["libcst_parse_floor"] = timed(lambda: parse_floor(files))
         results["ast_parse"] = timed(lambda: ast_floor(files))
-        results["cold_jobs1"] = graphlint(tree, cache / "a", 1)
-        results["cold_jobs2"] = graphlint(tree, cache / "b", 2)
-        results["warm_jobs1"] = graphlint(tree, cache / "a", 1)
+        out = cache / "out"
+        out.mkdir()
+        results["cold_jobs1"] = graphlint(tree, cache / "a", 1, out / "cold1.json")
+        peak_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        results["cold_jobs2"] = graphlint(tree, cache / "b", 2, out / "cold2.json")
+        results["warm_jobs1"] = graphlint(tree, cache / "a", 1, out / "warm1.json")
+        results["warm_jobs2"] = graphlint(tree, cache / "b", 2, out / "warm2.json")
+        reports = {p.name: p.read_bytes() for p in out.iterdir()}
+        identical = len(set(reports.values())) == 1
+        findings = len(json.loads(reports["cold1.json"]))
         victim = Path(files[len(files) // 2])
         original = victim.read_bytes()
         try:
             victim.write_bytes(original + b"\n# changed\n")
-            results["one_file_changed_jobs1"] = graphlint(tree, cache / "a", 1)
+            results["one_file_changed_jobs1"] = graphlint(tree, cache / "a", 1, out / "changed.json")
         finally:
             victim.write_bytes(original)
     finally:
@@ -124,6 +132,14 @@ def main() -> int:
     print(f"{'run':<26}{'seconds':>10}{'x libcst parse':>16}")
     for name, seconds in results.items():
         print(f"{name:<26}{seconds:>10.2f}{seconds / floor:>16.2f}")
+    print(
+        f"warm / cold (jobs 1): {results['warm_jobs1'] / results['cold_jobs1']:.1%}; "
+        f"one file changed / cold: {results['one_file_changed_jobs1'] / results['cold_jobs1']:.1%}"
+    )
+    print(
+        f"peak RSS of a cold --jobs 1 run: {peak_rss_mib:.0f} MiB; {findings} findings; "
+        f"reports identical across jobs and cache states: {identical}"
+    )
     if args.json:
         Path(args.json).write_text(
             json.dumps(

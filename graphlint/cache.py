@@ -9,11 +9,13 @@ invalidates exactly what it must, including findings in other files that call in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from graphlint import __version__
@@ -22,6 +24,18 @@ from graphlint.checkers.model import ModuleSummary
 CACHE_DIR_NAME = ".graphlint_cache"
 _FORMAT = 1
 _MAX_ENTRIES = 50_000
+_MAX_RESULTS = 16
+_MAX_DELTAS = 8
+
+
+def run_key(parts: list[str]) -> str:
+    """One key for a whole run: every file's key, its settings, the options, the version."""
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(f"{__version__}|{_FORMAT}|{sys.version_info[:2]}".encode())
+    for part in parts:
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 
 def cache_key(data: bytes, module: str, is_package: bool) -> str:
@@ -36,11 +50,12 @@ class SummaryCache:
         self.directory = directory
         self._entries: dict[str, ModuleSummary] = {}
         self._used: set[str] = set()
-        self._dirty = False
+        self._new: dict[str, ModuleSummary] = {}
+        self._deltas: list[Path] = []
         self.hits = 0
         self.misses = 0
-        if directory is not None:
-            self._load()
+        self._loaded = directory is None  # loaded on first use: a warm run may never need it
+        self._results: dict[str, list] | None = None
 
     @property
     def _file(self) -> Path:
@@ -48,17 +63,24 @@ class SummaryCache:
         return self.directory / f"v{__version__}" / "summaries.pickle"
 
     def _load(self) -> None:
-        try:
-            with open(self._file, "rb") as handle:
-                entries = pickle.load(handle)
+        """The main file, then every delta written since it was last compacted."""
+        for path in [self._file, *sorted(self._file.parent.glob("delta-*.pickle"))]:
+            try:
+                with open(path, "rb") as handle:
+                    entries = pickle.load(handle)
+            except FileNotFoundError:
+                continue
+            except Exception:  # a corrupt or foreign cache only costs a cold run
+                continue
             if isinstance(entries, dict):
-                self._entries = entries
-        except FileNotFoundError:
-            pass
-        except Exception:  # a corrupt or foreign cache only costs a cold run
-            self._entries = {}
+                if path != self._file:
+                    self._deltas.append(path)
+                self._entries.update(entries)
 
     def get(self, key: str) -> ModuleSummary | None:
+        if not self._loaded:
+            self._loaded = True
+            self._load()
         summary = self._entries.get(key)
         if summary is None:
             self.misses += 1
@@ -69,24 +91,72 @@ class SummaryCache:
 
     def put(self, key: str, summary: ModuleSummary) -> None:
         self._entries[key] = summary
+        self._new[key] = summary
         self._used.add(key)
-        self._dirty = True
+
+    # Whole-run results: when no file, setting or option changed, the findings are reused
+    # without loading a single summary.
+    @property
+    def _results_file(self) -> Path:
+        assert self.directory is not None
+        return self.directory / f"v{__version__}" / "results.pickle"
+
+    def _load_results(self) -> dict[str, list]:
+        if self._results is None:
+            self._results = {}
+            if self.directory is not None:
+                try:
+                    with open(self._results_file, "rb") as handle:
+                        loaded = pickle.load(handle)
+                    if isinstance(loaded, dict):
+                        self._results = loaded
+                except Exception:
+                    pass
+        return self._results
+
+    def get_result(self, run_key: str) -> list | None:
+        return self._load_results().get(run_key)
+
+    def put_result(self, run_key: str, findings: list) -> None:
+        if self.directory is None:
+            return
+        results = self._load_results()
+        results.pop(run_key, None)
+        results[run_key] = findings
+        while len(results) > _MAX_RESULTS:
+            results.pop(next(iter(results)))
+        _atomic_pickle(self._results_file, results, self.directory)
 
     def save(self) -> None:
-        if self.directory is None or not self._dirty:
+        """Write what this run added: a small delta file, or (when deltas pile up or the cache
+        is new) one compacted main file. A one-file change never rewrites the whole cache."""
+        if self.directory is None or not self._new:
             return
-        entries = self._entries
-        if len(entries) > _MAX_ENTRIES:  # keep what this run used, drop the oldest rest
-            entries = {k: v for k, v in entries.items() if k in self._used}
-        try:
-            self._file.parent.mkdir(parents=True, exist_ok=True)
-            _write_marker_files(self.directory)
-            handle, temp = tempfile.mkstemp(dir=self._file.parent, prefix=".summaries-", suffix=".tmp")
-            with os.fdopen(handle, "wb") as out:
-                pickle.dump(entries, out, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(temp, self._file)
-        except OSError:
-            pass  # a read-only tree still gets checked, just without a cache
+        compact = not self._file.exists() or len(self._deltas) >= _MAX_DELTAS or len(self._new) * 4 > len(self._entries)
+        if compact:
+            entries = self._entries
+            if len(entries) > _MAX_ENTRIES:  # keep what this run used
+                entries = {k: v for k, v in entries.items() if k in self._used}
+            _atomic_pickle(self._file, entries, self.directory)
+            for delta in self._deltas:
+                with contextlib.suppress(OSError):
+                    delta.unlink()
+        else:
+            name = f"delta-{time.time_ns():020d}-{os.getpid()}.pickle"
+            _atomic_pickle(self._file.parent / name, self._new, self.directory)
+        self._new = {}
+
+
+def _atomic_pickle(path: Path, data: object, directory: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_marker_files(directory)
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pickle")
+        with os.fdopen(handle, "wb") as out:
+            pickle.dump(data, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(temp, path)
+    except OSError:
+        pass  # a read-only tree still gets checked, just without a cache
 
 
 def _write_marker_files(directory: Path) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphlint.analysis import read_source, summarize_source
-from graphlint.cache import SummaryCache, cache_key
+from graphlint.cache import SummaryCache, cache_key, run_key
 from graphlint.checkers.model import ModuleSummary
 from graphlint.checkers.project import Project
 from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_to_root
@@ -46,43 +46,88 @@ def _summarize_job(job: tuple[bytes, str, bool]) -> ModuleSummary:
     return summarize_source(data, module, is_package)
 
 
-def summarize_files(
-    files: list[SourceFile], options: CheckOptions
-) -> tuple[dict[str, ModuleSummary], dict[str, bytes], SummaryCache]:
-    cache = SummaryCache(options.cache_dir)
-    summaries: dict[str, ModuleSummary] = {}
+def _read_all(files: list[SourceFile]) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
+    """Bytes and cache keys of every file; the reason for each file that could not be read."""
     sources: dict[str, bytes] = {}
-    pending: list[tuple[SourceFile, str, bytes]] = []
+    keys: dict[str, str] = {}
+    errors: dict[str, str] = {}
     for source in files:
         data, error = read_source(str(source.path))
         if data is None:
-            summaries[source.display] = ModuleSummary(module=source.module, error=error)
+            errors[source.display] = error or "cannot read file"
             continue
         sources[source.display] = data
-        key = cache_key(data, source.module, source.is_package)
-        cached = cache.get(key)
+        keys[source.display] = cache_key(data, source.module, source.is_package)
+    return sources, keys, errors
+
+
+def summarize_files(
+    files: list[SourceFile],
+    sources: dict[str, bytes],
+    keys: dict[str, str],
+    errors: dict[str, str],
+    cache: SummaryCache,
+    jobs: int,
+) -> dict[str, ModuleSummary]:
+    summaries: dict[str, ModuleSummary] = {}
+    pending: list[SourceFile] = []
+    for source in files:
+        if source.display in errors:
+            summaries[source.display] = ModuleSummary(module=source.module, error=errors[source.display])
+            continue
+        cached = cache.get(keys[source.display])
         if cached is not None:
             summaries[source.display] = cached
         else:
-            pending.append((source, key, data))
-    jobs = [(data, source.module, source.is_package) for source, _, data in pending]
-    if options.jobs > 1 and len(jobs) >= _PARALLEL_THRESHOLD:
-        workers = min(options.jobs, len(jobs))
+            pending.append(source)
+    work = [(sources[s.display], s.module, s.is_package) for s in pending]
+    if jobs > 1 and len(work) >= _PARALLEL_THRESHOLD:
+        workers = min(jobs, len(work))
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(_summarize_job, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
+            results = list(pool.map(_summarize_job, work, chunksize=max(1, len(work) // (workers * 8))))
     else:
-        results = [_summarize_job(job) for job in jobs]
-    for (source, key, _), summary in zip(pending, results, strict=True):
+        results = [_summarize_job(job) for job in work]
+    for source, summary in zip(pending, results, strict=True):
         summaries[source.display] = summary
         if summary.error is None or summary.error.startswith("syntax error"):
-            cache.put(key, summary)
+            cache.put(keys[source.display], summary)
     cache.save()
-    return summaries, sources, cache
+    return summaries
+
+
+def _run_key(files: list[SourceFile], keys: dict[str, str], errors: dict[str, str], selection: Selection) -> str:
+    parts = [repr(selection)]
+    fingerprints: dict[int, str] = {}
+    for source in files:
+        settings = source.settings
+        fingerprint = fingerprints.get(id(settings))
+        if fingerprint is None:
+            fingerprint = fingerprints[id(settings)] = repr(
+                (
+                    settings.source,
+                    settings.root,
+                    settings.select,
+                    settings.ignore,
+                    settings.extend_select,
+                    settings.per_file_ignores,
+                    settings.capture_entry_points,
+                )
+            )
+        parts.append(
+            f"{source.display}|{source.module}|{keys.get(source.display) or errors.get(source.display)}|{fingerprint}"
+        )
+    return run_key(parts)
 
 
 def check(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> CheckResult:
     files = discover(paths, resolver)
-    summaries, sources, cache = summarize_files(files, options)
+    sources, keys, errors = _read_all(files)
+    cache = SummaryCache(options.cache_dir)
+    whole_run = _run_key(files, keys, errors, options.selection)
+    reused = cache.get_result(whole_run) if not errors else None
+    if reused is not None:
+        return CheckResult(list(reused), files, sources, cache_hits=len(files), cache_misses=0)
+    summaries = summarize_files(files, sources, keys, errors, cache, options.jobs)
     entry_points = frozenset(point for settings in resolver.all_settings() for point in settings.capture_entry_points)
     analysable = {path: s for path, s in summaries.items() if s.error is None and not s.skip_file}
     raw = Project(analysable, entry_points).findings()
@@ -102,8 +147,10 @@ def check(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> 
                     end_column=summary.error_column,
                 )
             )
-    findings = _filter(raw, files, summaries, options.selection)
-    return CheckResult(sort_findings(findings), files, sources, cache.hits, cache.misses)
+    findings = sort_findings(_filter(raw, files, summaries, options.selection))
+    if not errors:
+        cache.put_result(whole_run, findings)
+    return CheckResult(findings, files, sources, cache.hits, cache.misses)
 
 
 def _filter(

@@ -95,3 +95,23 @@ def test_corrupt_cache_costs_only_a_cold_run(tmp_path: Path) -> None:
     for pickle_file in (tmp_path / ".graphlint_cache").rglob("*.pickle"):
         pickle_file.write_bytes(b"garbage")
     assert run_cli("check", ".", cwd=tmp_path).returncode == 0
+
+
+def test_a_one_file_change_writes_a_small_delta_not_the_whole_cache(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    for i in range(12):
+        (root / f"m{i}.py").write_text(f"def f{i}(x):\n    return x\n")
+    monkeypatch.chdir(root)
+    cache_dir = tmp_path / "cache"
+    _run(root, cache_dir)
+    main_file = next(cache_dir.rglob("summaries.pickle"))
+    before = main_file.stat().st_mtime_ns
+    (root / "m3.py").write_text("def f3(x):\n    return x + 1\n")
+    _, changed = _run(root, cache_dir)
+    assert changed.cache_misses == 1
+    assert main_file.stat().st_mtime_ns == before
+    assert len(list(main_file.parent.glob("delta-*.pickle"))) == 1
+    (root / "m4.py").write_text("def f4(x):\n    return x + 2\n")
+    _, again = _run(root, cache_dir)
+    assert (again.cache_hits, again.cache_misses) == (11, 1)  # main file and the first delta both read

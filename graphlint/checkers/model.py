@@ -8,10 +8,23 @@ it can be reused whenever those are unchanged, and the cheap global phase is alw
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from graphlint.findings import Fix
 from graphlint.suppressions import Suppression
+
+
+class Compact:
+    """Pickle as (class, field values): the cache holds hundreds of thousands of these, and
+    the default per-object attribute dicts make it several times larger and slower to load."""
+
+    def __reduce__(self):
+        names = type(self).__dict__.get("_compact_names")
+        if names is None:
+            names = tuple(f.name for f in fields(self))
+            type(self)._compact_names = names
+        return (type(self), tuple(getattr(self, name) for name in names))
+
 
 # Kinds of capture region. "graph" covers torch.cuda.graph, capture_begin/end and wrapper
 # APIs (the CUDA stream is captured); "compile" covers torch.compile's cudagraph modes,
@@ -21,7 +34,7 @@ COMPILE = "compile"
 
 
 @dataclass
-class Region:
+class Region(Compact):
     """A place that may be a capture region; whether it is one is decided project-wide.
 
     ``target`` is the canonical dotted name of the context manager called in a ``with``
@@ -36,7 +49,7 @@ class Region:
 
 
 @dataclass
-class Hazard:
+class Hazard(Compact):
     """A candidate finding, reported when the code it is in runs in a capture.
 
     ``regions`` are the enclosing region ids (innermost last). ``always`` hazards are
@@ -57,7 +70,7 @@ class Hazard:
 
 
 @dataclass
-class CallRef:
+class CallRef(Compact):
     """A call whose target is resolved project-wide.
 
     ``target`` forms: ``f:dotted.name`` (a function, or a class to construct),
@@ -76,7 +89,7 @@ class CallRef:
 
 
 @dataclass
-class EntryRef:
+class EntryRef(Compact):
     """A callable captured as a whole: passed to make_graphed_callables or torch.compile."""
 
     target: str  # same forms as CallRef.target
@@ -87,7 +100,7 @@ class EntryRef:
 
 
 @dataclass
-class FunctionSummary:
+class FunctionSummary(Compact):
     qualname: str
     display: str
     line: int
@@ -95,10 +108,11 @@ class FunctionSummary:
     hazards: list[Hazard] = field(default_factory=list)
     calls: list[CallRef] = field(default_factory=list)
     returns_capture: bool = False  # a wrapper API: calling it gives a capture context
+    returns: list[str] = field(default_factory=list)  # call targets whose result is returned
 
 
 @dataclass
-class ClassSummary:
+class ClassSummary(Compact):
     qualname: str
     bases: list[str]
     methods: dict[str, str]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from graphlint.checkers.capture_rules import CONSEQUENCES
-from graphlint.checkers.model import COMPILE, GRAPH, FunctionSummary, Hazard, ModuleSummary
+from graphlint.checkers.model import COMPILE, GRAPH, CallRef, FunctionSummary, Hazard, ModuleSummary
 from graphlint.findings import CallSite, Finding
 from graphlint.registry import all_rules
 
@@ -51,7 +51,7 @@ class Project:
             for local, dotted in summary.aliases.items():
                 self.aliases[f"{summary.module}.{local}"] = dotted
         self.graph = nx.DiGraph()
-        self._bindings: dict[str, dict[str, set[str]]] = {}
+        self._resolved: dict[str, list[str]] = {}
         self._wrappers = self._find_wrappers()
 
     # -- resolution ----------------------------------------------------------------------
@@ -101,7 +101,13 @@ class Project:
         return None
 
     def resolve_target(self, target: str) -> list[str]:
-        """Function qualnames a symbolic call target runs (see `CallRef`)."""
+        """Function qualnames a symbolic call target runs (see `CallRef`), memoised."""
+        found = self._resolved.get(target)
+        if found is None:
+            found = self._resolved[target] = self._resolve_target(target)
+        return found
+
+    def _resolve_target(self, target: str) -> list[str]:
         kind, _, rest = target.partition(":")
         if kind == "f":
             resolved = self.resolve_name(rest)
@@ -143,12 +149,10 @@ class Project:
         wrappers |= {q for q in self.functions if q in self.entry_points}
         returns: dict[str, list[str]] = {}
         for qualname, (_, function) in self.functions.items():
-            for call in function.calls:
-                if call.target.startswith("r:"):
-                    target = call.target[2:]
-                    if target.startswith("f:") and target[2:] in self.entry_points:
-                        wrappers.add(qualname)
-                    returns.setdefault(qualname, []).extend(self.resolve_target(target))
+            for target in function.returns:
+                if target.startswith("f:") and target[2:] in self.entry_points:
+                    wrappers.add(qualname)
+                returns.setdefault(qualname, []).extend(self.resolve_target(target))
         changed = True
         while changed:
             changed = False
@@ -173,107 +177,96 @@ class Project:
                 return region_id
         return None
 
-    # -- parameters bound to known classes ----------------------------------------------------
-    def _bind_parameters(self) -> dict[str, dict[str, set[str]]]:
-        """Which classes each function's parameters receive from its callers (to a fixpoint).
-
-        This resolves the common `def train_step(model, x): model(x)` called with a known
-        model instance, without guessing: only classes the callers actually pass count.
-        """
-        bindings: dict[str, dict[str, set[str]]] = {}
-        for _ in range(_MAX_ALIAS_HOPS):
-            changed = False
-            for qualname in sorted(self.functions):
-                _, function = self.functions[qualname]
-                for call in function.calls:
-                    if not call.args or call.target.startswith("r:"):
-                        continue
-                    for callee in self._resolve_in(qualname, call.target, bindings):
-                        params = self.functions[callee][1].params
-                        for key, value in call.args:
-                            param = params[int(key)] if key.isdigit() and int(key) < len(params) else key
-                            if param not in params:
-                                continue
-                            if value.startswith("c:"):
-                                classes = {value[2:]}
-                            else:
-                                classes = bindings.get(qualname, {}).get(value[2:], set())
-                            slot = bindings.setdefault(callee, {}).setdefault(param, set())
-                            if not classes <= slot:
-                                slot |= classes
-                                changed = True
-            if not changed:
-                break
-        return bindings
-
-    def _resolve_in(self, caller: str, target: str, bindings: dict[str, dict[str, set[str]]]) -> list[str]:
-        """`resolve_target`, plus the parameter forms resolved in ``caller``."""
+    # -- reachability --------------------------------------------------------------------
+    def _resolve_in(self, target: str, bindings: dict[str, set[str]]) -> list[str]:
+        """`resolve_target`, plus parameter calls resolved with the caller's bindings."""
         if target.startswith("p:"):
-            classes = bindings.get(caller, {}).get(target[2:], set())
+            classes = bindings.get(target[2:], ())
             return sorted({q for cls in classes for q in self.resolve_target(f"i:{cls}")})
         if target.startswith("pm:"):
             _, param, attr = target.split(":", 2)
-            classes = bindings.get(caller, {}).get(param, set())
+            classes = bindings.get(param, ())
             return sorted({q for cls in classes for q in self.resolve_target(f"m:{cls}:{attr}")})
         return self.resolve_target(target)
 
-    # -- reachability --------------------------------------------------------------------
-    def build_call_graph(self) -> None:
-        bindings = self._bindings = self._bind_parameters()
-        for qualname in sorted(self.functions):
-            self.graph.add_node(qualname)
-        for qualname in sorted(self.functions):
-            path, function = self.functions[qualname]
-            for call in function.calls:
-                if call.target.startswith("r:"):
-                    continue
-                for callee in self._resolve_in(qualname, call.target, bindings):
-                    if not self.graph.has_edge(qualname, callee):
-                        self.graph.add_edge(qualname, callee, sites=[])
-                    self.graph.edges[qualname, callee]["sites"].append(
-                        (CallSite(path, call.line, function.display), call.regions)
-                    )
+    def _callee_bindings(self, call: CallRef, callee: str, bindings: dict[str, set[str]]) -> dict[str, set[str]]:
+        """Which classes the callee's parameters receive at this call (`def step(model, x)`)."""
+        result: dict[str, set[str]] = {}
+        if not call.args:
+            return result
+        params = self.functions[callee][1].params
+        for key, value in call.args:
+            param = params[int(key)] if key.isdigit() and int(key) < len(params) else key
+            if param not in params:
+                continue
+            classes = {value[2:]} if value.startswith("c:") else bindings.get(value[2:], set())
+            if classes:
+                result.setdefault(param, set()).update(classes)
+        return result
 
-    def capture_reach(self) -> dict[str, Reach]:
-        """Every function that runs in a capture, with its region kind and shortest call path."""
-        seeds: list[tuple[str, Reach]] = []
+    def _seeds(self) -> list[tuple[str, Reach, dict[str, set[str]]]]:
+        seeds: list[tuple[str, Reach, dict[str, set[str]]]] = []
         for path, summary in sorted(self.summaries.items()):
             for entry in summary.entries:
                 site = (CallSite(path, entry.line, entry.function),) if entry.via_call else ()
                 for target in self.resolve_target(entry.target):
-                    seeds.append((target, Reach(entry.kind, site)))
-        for qualname in sorted(self.functions):
-            path, function = self.functions[qualname]
-            summary = self.summaries[path]
-            for call in function.calls:
-                if call.target.startswith("r:") or not call.regions:
-                    continue
-                if self.active_region(summary, call.regions) is None:
-                    continue
-                for callee in self._resolve_in(qualname, call.target, self._bindings):
-                    seeds.append((callee, Reach(GRAPH, (CallSite(path, call.line, function.display),))))
+                    seeds.append((target, Reach(entry.kind, site), {}))
+            if not summary.regions:
+                continue
+            for qualname in sorted(summary.functions):
+                function = summary.functions[qualname]
+                for call in function.calls:
+                    if not call.regions:
+                        continue
+                    if self.active_region(summary, call.regions) is None:
+                        continue
+                    site = (CallSite(path, call.line, function.display),)
+                    for callee in self._resolve_in(call.target, {}):
+                        seeds.append((callee, Reach(GRAPH, site), self._callee_bindings(call, callee, {})))
         # Graph captures first so a function reachable from both reports the graph consequence.
         seeds.sort(key=lambda s: (s[1].kind != GRAPH, len(s[1].path), s[0], s[1].path))
+        return seeds
+
+    def capture_reach(self) -> dict[str, Reach]:
+        """Every function that runs in a capture, with its region kind and shortest call path.
+
+        A breadth-first walk from the capture regions and captured callables. Only reached
+        functions are resolved, and each carries the classes its parameters are bound to by
+        the calls that reach it, so `model(x)` inside `def step(model, x)` resolves to the
+        `forward` of the model actually passed. The reached part of the call graph is kept
+        in ``self.graph`` (networkx).
+        """
         reach: dict[str, Reach] = {}
+        contexts: dict[str, dict[str, set[str]]] = {}
         queue: deque[str] = deque()
-        for qualname, how in seeds:
+        for qualname, how, bindings in self._seeds():
             if qualname not in reach:
                 reach[qualname] = how
+                contexts[qualname] = bindings
+                queue.append(qualname)
+            elif _merge(contexts[qualname], bindings):
                 queue.append(qualname)
         while queue:
             current = queue.popleft()
+            path, function = self.functions[current]
             how = reach[current]
-            for callee in sorted(self.graph.successors(current)):
-                if callee in reach:
-                    continue
-                site = min(self.graph.edges[current, callee]["sites"], key=lambda s: s[0].line)[0]
-                reach[callee] = Reach(how.kind, (*how.path, site))
-                queue.append(callee)
+            bindings = contexts[current]
+            for call in function.calls:
+                for callee in self._resolve_in(call.target, bindings):
+                    site = CallSite(path, call.line, function.display)
+                    if not self.graph.has_edge(current, callee):
+                        self.graph.add_edge(current, callee, site=site)
+                    passed = self._callee_bindings(call, callee, bindings)
+                    if callee not in reach:
+                        reach[callee] = Reach(how.kind, (*how.path, site))
+                        contexts[callee] = passed
+                        queue.append(callee)
+                    elif _merge(contexts[callee], passed):
+                        queue.append(callee)
         return reach
 
     # -- findings ------------------------------------------------------------------------
     def findings(self) -> list[Finding]:
-        self.build_call_graph()
         reach = self.capture_reach()
         rules = all_rules()
         found: dict[tuple[str, str, int, int], Finding] = {}
@@ -323,3 +316,14 @@ class Project:
             fix=hazard.fix,
             call_path=call_path,
         )
+
+
+def _merge(into: dict[str, set[str]], new: dict[str, set[str]]) -> bool:
+    """Add ``new`` bindings to ``into``; True if anything was added."""
+    changed = False
+    for param, classes in new.items():
+        slot = into.setdefault(param, set())
+        if not classes <= slot:
+            slot |= classes
+            changed = True
+    return changed

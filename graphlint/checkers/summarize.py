@@ -1005,8 +1005,8 @@ class FunctionWalker:
             self.summary.returns_capture = True
             return
         target = self._call_target(value)
-        if target is not None:
-            self.summary.calls.append(CallRef("r:" + target, value.lineno, value.col_offset + 1, ()))
+        if target is not None and self.record:
+            self.summary.returns.append(target)
 
     # -- expressions ---------------------------------------------------------------------
     def expr_target(self, target: ast.expr) -> None:
@@ -1285,10 +1285,7 @@ def _ends_capture_inside(stmt: ast.stmt, receiver: str) -> bool:
     """A compound statement (try/finally, with, if) that calls ``receiver.capture_end()``."""
     if not isinstance(stmt, (ast.Try, ast.With, ast.If, ast.For, ast.While)):
         return False
-    for inner in _statements([stmt]):
-        if inner is not stmt and _capture_call(inner, "capture_end") == receiver:
-            return True
-    return False
+    return any(inner is not stmt and _capture_call(inner, "capture_end") == receiver for inner in _statements([stmt]))
 
 
 def _exits(body: list[ast.stmt]) -> bool:

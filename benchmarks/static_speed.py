@@ -67,7 +67,7 @@ def ast_floor(files: list[str]) -> None:
                 ast.parse(data)
 
 
-def graphlint(tree: Path, cache: Path, jobs: int) -> float:
+def graphlint(tree: Path, cache: Path, jobs: int, output: Path) -> float:
     command = [
         sys.executable,
         "-m",
@@ -78,7 +78,7 @@ def graphlint(tree: Path, cache: Path, jobs: int) -> float:
         "--format",
         "json",
         "--output-file",
-        os.devnull,
+        str(output),
         "--jobs",
         str(jobs),
         "--cache-dir",

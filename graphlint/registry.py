@@ -67,6 +67,7 @@ _RULES: dict[str, Rule] = {}
 _RULE_MODULES = (
     "graphlint.core_rules",
     "graphlint.checkers.capture_rules",
+    "graphlint.checkers.replay_rules",
 )
 
 

@@ -116,3 +116,36 @@ def test_atomic_write_failure_leaves_original(tmp_path, monkeypatch: pytest.Monk
         write_atomic(str(path), "new\n")
     assert path.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["a.py"]
+
+
+REPLAY = """\
+import torch
+
+model = torch.nn.Linear(8, 8).cuda()
+static_x = torch.zeros(4, 8, device="cuda")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    static_out = model(static_x)
+
+
+def collect(loader):
+    results = []
+    for batch in loader:
+        static_x = batch
+        g.replay()
+        results.append(static_out)
+    return results
+"""
+
+
+def test_replay_fixes_clone_out_and_copy_in(tmp_path) -> None:
+    path = tmp_path / "serve.py"
+    path.write_text(REPLAY)
+    safe = run_cli("check", "--no-cache", "--fix", "--select", "GL2", "serve.py", cwd=tmp_path)
+    text = path.read_text()
+    assert "results.append(static_out.clone())" in text and "static_x = batch" in text
+    assert "GL202" in safe.stdout and safe.returncode == 1
+    unsafe = run_cli("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "GL2", "serve.py", cwd=tmp_path)
+    assert unsafe.returncode == 0, unsafe.stdout
+    assert "        static_x.copy_(batch)\n" in path.read_text()
+    ast.parse(path.read_text())

@@ -109,6 +109,8 @@ class FunctionSummary(Compact):
     calls: list[CallRef] = field(default_factory=list)
     returns_capture: bool = False  # a wrapper API: calling it gives a capture context
     returns: list[str] = field(default_factory=list)  # call targets whose result is returned
+    returns_static: str | None = None  # replays graph G and returns its static output
+    trace: list[tuple] | None = None  # calls whose kept results may be static outputs (GL201)
 
 
 @dataclass

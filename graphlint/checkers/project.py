@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from graphlint.checkers import replay_rules
 from graphlint.checkers.capture_rules import CONSEQUENCES
 from graphlint.checkers.model import COMPILE, GRAPH, CallRef, FunctionSummary, Hazard, ModuleSummary
-from graphlint.findings import CallSite, Finding
+from graphlint.findings import CallSite, Edit, Finding, Fix
 from graphlint.registry import all_rules
 
 _MAX_ALIAS_HOPS = 8
@@ -278,7 +279,40 @@ class Project:
                 if finding is not None:
                     key = (finding.path, finding.code, finding.line, finding.column)
                     found.setdefault(key, finding)
+        for finding in self._runner_findings(rules):
+            found.setdefault((finding.path, finding.code, finding.line, finding.column), finding)
         return list(found.values())
+
+    def _runner_findings(self, rules: dict) -> list[Finding]:
+        """GL201 at callers that keep a runner's static output across another call (any file)."""
+        runners = {q: f for q, (_, f) in self.functions.items() if f.returns_static}
+        if not runners:
+            return []
+
+        def runner_graph(target: str) -> str | None:
+            for qualname in self.resolve_target(target):
+                if qualname in runners:
+                    return f"{runners[qualname].display}: {runners[qualname].returns_static}"
+            return None
+
+        rule = rules["GL201"]
+        results = []
+        for qualname in sorted(self.functions):
+            path, function = self.functions[qualname]
+            if not function.trace:
+                continue
+            for line, col, end_line, end_col, message, _ in replay_rules.evaluate_trace(function.trace, runner_graph):
+                fix = Fix(
+                    "safe",
+                    "keep a copy: append `.clone()`",
+                    (Edit(end_line, end_col + 1, end_line, end_col + 1, ".clone()"),),
+                )
+                results.append(
+                    Finding(
+                        rule.code, rule.name, rule.severity, message, path, line, col + 1, end_line, end_col + 1, fix
+                    )
+                )
+        return results
 
     def _judge(
         self, path: str, summary: ModuleSummary, hazard: Hazard, reached: Reach | None, rules: dict

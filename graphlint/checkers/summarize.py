@@ -12,7 +12,7 @@ import ast
 import builtins
 from collections.abc import Iterator
 
-from graphlint.checkers import capture_rules
+from graphlint.checkers import capture_rules, replay_rules
 from graphlint.checkers import types as T
 from graphlint.checkers.model import (
     COMPILE,
@@ -80,6 +80,8 @@ class ModuleState:
         self.class_nodes: dict[str, ast.ClassDef] = {}
         self.registered_generators: set[str] = set()
         self.graphed_modules: set[str] = set()
+        self.captures: list[replay_rules.Capture] = []
+        self.walkers: list[FunctionWalker] = []
         self.calls_by_span: dict[tuple[int, int, int, int], ast.Call] = {}  # optimizer constructors
 
     # -- positions ---------------------------------------------------------------------
@@ -130,6 +132,7 @@ class FileSummarizer:
         self._prescan_file_facts()
         module_fn = FunctionWalker(st, f"{st.module}.<module>", "<module>", None, st.tree, outer=None)
         module_fn.walk_body(st.tree.body)
+        replay_rules.analyze(st)
         return st.summary
 
     def _collect_imports_and_defs(self) -> None:
@@ -266,6 +269,7 @@ class FunctionWalker:
         self.summary = FunctionSummary(qualname, display, getattr(node, "lineno", 1))
         if record:
             state.summary.functions[qualname] = self.summary
+            state.walkers.append(self)
         if isinstance(node, _FUNCTION_NODES):
             self._bind_parameters(node)
             self.locals |= _assigned_names(node)
@@ -713,21 +717,27 @@ class FunctionWalker:
     def walk_body(self, body: list[ast.stmt]) -> None:
         """Walk a block, tracking capture_begin()/capture_end() spans and early-exit guards."""
         open_capture: tuple[str, tuple[int, ...]] | None = None
+        captured: list[ast.stmt] = []
         saved_guard = self.guarded
         for stmt in body:
             begin = _capture_call(stmt, "capture_begin")
             if begin is not None and open_capture is None:
                 region = self._new_region(stmt, f"{begin}.capture_begin()", None)
                 open_capture = (begin, self.regions)
+                captured = []
                 self.walk_stmt(stmt)
                 self.regions = (*self.regions, region)
                 continue
             end = _capture_call(stmt, "capture_end")
             if end is not None and open_capture is not None and end == open_capture[0]:
+                self._close_capture(stmt, captured)
                 self.regions = open_capture[1]
                 open_capture = None
+            if open_capture is not None:
+                captured.append(stmt)
             self.walk_stmt(stmt)
             if open_capture is not None and _ends_capture_inside(stmt, open_capture[0]):
+                self._close_capture(stmt, captured)
                 self.regions = open_capture[1]  # try: ... finally: g.capture_end()
                 open_capture = None
             if isinstance(stmt, ast.If) and _capturing_guard(self, stmt.test) is True and _exits(stmt.body):
@@ -735,6 +745,19 @@ class FunctionWalker:
         if open_capture is not None:
             self.regions = open_capture[1]
         self.guarded = saved_guard
+
+    def _close_capture(self, end: ast.stmt, captured: list[ast.stmt]) -> None:
+        """Record a capture_begin()/capture_end() span for the replay rules."""
+        call = end.value if isinstance(end, ast.Expr) else None
+        graph = call.func.value if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else None
+        if graph is None:
+            for inner in _statements([end]):
+                if _capture_call(inner, "capture_end") is not None:
+                    graph = inner.value.func.value
+                    break
+        if self.record and graph is not None and captured:
+            first, last = captured[0], end
+            replay_rules.note_capture(self, captured, graph, first.lineno, last.end_lineno or last.lineno)
 
     def walk_stmt(self, stmt: ast.stmt) -> None:
         self._ty_cache.clear()  # bindings change between statements
@@ -877,6 +900,9 @@ class FunctionWalker:
                 region = self._new_region(stmt, label, None)
                 pushed.append(region)
                 self._check_warmup(stmt, context)
+                if self.record:
+                    graph = context.args[0] if context.args else T.keyword(context, "cuda_graph")
+                    replay_rules.note_capture(self, stmt.body, graph, stmt.lineno, stmt.end_lineno or stmt.lineno)
             elif isinstance(context.func, ast.Attribute) and context.func.attr == "capture_to_graph":
                 pushed.append(self._new_region(stmt, "capture_to_graph(...)", None))
             elif name in _STREAM_CONTEXTS or _is_accelerator_stream(context):

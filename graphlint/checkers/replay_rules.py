@@ -337,6 +337,8 @@ class ReplayFlow:
                 node = node.func.value
             elif isinstance(node, ast.Attribute) and node.attr in _ALIASING_ATTRS:
                 node = node.value
+            elif isinstance(node, ast.Call):
+                return self._static_call(node)
             else:
                 return None
 
@@ -437,7 +439,7 @@ class ReplayFlow:
         for stmt in body:
             for node in ast.walk(stmt):
                 if isinstance(node, ast.Call):
-                    graph = self.replay_of(node)
+                    graph = self.replay_of(node) or self._static_call(node)
                     if graph is not None:
                         found.add(graph)
         return found
@@ -498,9 +500,9 @@ class ReplayFlow:
                         f"`{source_text(func.value)}.{method}()` reallocates a static input of graph `{owner}`: the "
                         "graph keeps its old address",
                     )
-        target = self.w._call_target(call)
-        if target is not None and target in self.returns_static:
-            self.replays[self.returns_static[target]] = self.replays.get(self.returns_static[target], 0) + 1
+        graph = self._static_call(call)
+        if graph is not None:
+            self.replays[graph] = self.replays.get(graph, 0) + 1
 
     def _input_owner(self, node: ast.AST) -> str | None:
         key = _root_key(node)
@@ -570,10 +572,15 @@ class ReplayFlow:
         self.kill(target)
 
     def _static_call(self, value: ast.AST) -> str | None:
+        """The graph a call replays when its result is a static output: a runner defined in
+        this file, a make_graphed_callables result, a cudagraph-mode torch.compile result."""
         if isinstance(value, ast.Call):
             target = self.w._call_target(value)
             if target is not None and target in self.returns_static:
                 return self.returns_static[target]
+            callee = self.w.ty(value.func)
+            if callee is not None and callee.kind == T.GRAPHED:
+                return f"{source_text(value.func)} (graphed)"
         return None
 
     def kill(self, target: ast.AST) -> None:
@@ -732,7 +739,7 @@ def analyze(state: ModuleState) -> None:
     """
     for walker in state.walkers:
         record_trace(walker)
-    if not state.captures:
+    if not state.captures and not any(walker.graphed_calls for walker in state.walkers):
         return
     by_function: dict[str, list[Capture]] = {}
     for capture in state.captures:
@@ -742,7 +749,7 @@ def analyze(state: ModuleState) -> None:
         final = round_number == 1
         for walker in state.walkers:
             visible = _visible_captures(walker, by_function)
-            if not visible and not returns_static:
+            if not visible and not returns_static and not walker.graphed_calls:
                 continue
             walker._ty_cache.clear()
             before = len(walker.summary.hazards)

@@ -674,8 +674,10 @@ class FunctionWalker:
             return T.Ty(T.OPTIMIZER, capturable=True)  # SGD & co: no host step state
         if name == "torch.amp.GradScaler":
             return T.Ty(T.SCALER)
-        if name in _GRAPHED_CALLABLES or name == "torch.compile":
-            return T.Ty(T.GRAPHED)
+        if name in _GRAPHED_CALLABLES or (name == "torch.compile" and _is_compile_capture(node)):
+            return T.Ty(T.GRAPHED)  # calling it replays a graph and returns its static outputs
+        if name == "torch.compile":
+            return T.Ty(T.MODULE)  # compiled without CUDA graphs: a plain callable
         if name in ("torch.nn.ModuleList", "torch.nn.Sequential"):
             element = self._element_class(node)
             return T.Ty(T.MODULE, element=element)

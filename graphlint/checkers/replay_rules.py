@@ -563,12 +563,6 @@ class ReplayFlow:
             container = isinstance(target, ast.Subscript) or "." in key
             self._keep(key, value, graph, container)
             return
-        call_graph = self._static_call(value)
-        if call_graph is not None:
-            self.kept[key] = _Kept(
-                value, call_graph, self.replays.get(call_graph, 0), False, _clone_fix(self.w.st, value)
-            )
-            return
         self.kill(target)
 
     def _static_call(self, value: ast.AST) -> str | None:

@@ -68,6 +68,7 @@ _RULE_MODULES = (
     "graphlint.core_rules",
     "graphlint.checkers.capture_rules",
     "graphlint.checkers.replay_rules",
+    "graphlint.checkers.stream_rules",
 )
 
 

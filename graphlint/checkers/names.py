@@ -108,3 +108,21 @@ def source_text(node: ast.AST) -> str:
         return ast.unparse(node)
     except Exception:  # pragma: no cover - ast.unparse handles every parsed node
         return "<expr>"
+
+
+def evaluation_order(expr: ast.AST) -> list[ast.AST]:
+    """The nodes of an expression with operands before the operation that uses them
+    (arguments before their call), skipping lambda bodies, which do not run here."""
+    order: list[ast.AST] = []
+    stack: list[tuple[ast.AST, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        stack.append((node, True))
+        for child in reversed(list(ast.iter_child_nodes(node))):
+            stack.append((child, False))
+    return order

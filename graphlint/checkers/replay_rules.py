@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from graphlint.checkers import types as T
-from graphlint.checkers.names import source_text
+from graphlint.checkers.names import evaluation_order, source_text
 from graphlint.findings import Edit, Fix
 from graphlint.registry import Rule, declare
 
@@ -447,7 +447,7 @@ class ReplayFlow:
     # -- expressions -----------------------------------------------------------------------
     def reads(self, expr: ast.AST) -> None:
         """Calls (replays, input writes, appends) and reads of kept names, in evaluation order."""
-        for node in _evaluation_order(expr):
+        for node in evaluation_order(expr):
             if isinstance(node, ast.Call):
                 self.call(node)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -647,23 +647,6 @@ class ReplayFlow:
             if receiver is not None and receiver.kind in T.TENSORISH:
                 return False
         return any(_mentions(arg, derived) for arg in [*call.args, *(kw.value for kw in call.keywords)])
-
-
-def _evaluation_order(expr: ast.AST):
-    """Nodes of an expression, arguments before the call that uses them."""
-    order: list[ast.AST] = []
-    stack: list[tuple[ast.AST, bool]] = [(expr, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if isinstance(node, (ast.Lambda, ast.FunctionDef)):
-            continue
-        stack.append((node, True))
-        for child in reversed(list(ast.iter_child_nodes(node))):
-            stack.append((child, False))
-    return order
 
 
 def _first_replay(stmt: ast.stmt, flow: ReplayFlow, graph: str) -> ast.Call | None:
@@ -868,7 +851,7 @@ def _trace_block(walker: FunctionWalker, body: list[ast.stmt], targets: set[str]
 
 def _trace_reads(walker: FunctionWalker, expr: ast.AST, targets: set[str]) -> list[tuple]:
     events: list[tuple] = []
-    for node in _evaluation_order(expr):
+    for node in evaluation_order(expr):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             events.append(("read", node.id, node.lineno))
         elif isinstance(node, ast.Call):

@@ -12,7 +12,7 @@ import ast
 import builtins
 from collections.abc import Iterator
 
-from graphlint.checkers import capture_rules, replay_rules
+from graphlint.checkers import capture_rules, replay_rules, stream_rules
 from graphlint.checkers import types as T
 from graphlint.checkers.model import (
     COMPILE,
@@ -133,6 +133,7 @@ class FileSummarizer:
         module_fn = FunctionWalker(st, f"{st.module}.<module>", "<module>", None, st.tree, outer=None)
         module_fn.walk_body(st.tree.body)
         replay_rules.analyze(st)
+        stream_rules.analyze(st, self.source)
         return st.summary
 
     def _collect_imports_and_defs(self) -> None:
@@ -688,6 +689,9 @@ class FunctionWalker:
         if _looks_like_project_class(name):
             return T.Ty(T.INSTANCE, ref=name)  # a class from another file: resolved project-wide
         if T.is_torch_tensor_function(name):
+            device = T.keyword(node, "device")
+            if T.is_true(T.keyword(node, "pin_memory")) or (device is not None and T.device_is_host(device) is True):
+                return T.T_HOST  # torch.empty(..., pin_memory=True), torch.zeros(n, device="cpu")
             return T.T_TENSOR
         if name in ("len", "int", "float", "bool", "str", "range", "isinstance", "round", "sum", "abs", "min", "max"):
             if name in ("min", "max", "abs", "sum") and any((self.ty(a) or T.T_PY).tensorish for a in node.args):

@@ -289,7 +289,7 @@ class StreamFlow:
             now = self.tick()
             if name in self.tensors:
                 self.release(name, stmt, now)
-            if value is None or self._is_tensor_value(value):
+            if value is not None and self._is_tensor_value(value):
                 stream = self.current[-1]
                 self.tensors[name] = _Tensor(stream, (stream, now), local=name not in self.w.globals)
             else:
@@ -310,6 +310,9 @@ class StreamFlow:
         if isinstance(value, ast.BinOp):
             return self._is_tensor_value(value.left) or self._is_tensor_value(value.right)
         if isinstance(value, ast.Call):  # model(x): a call on device tensors gives a device tensor
+            name = self.w.resolve(value.func)
+            if name is not None and (name.startswith("torch.") or "." not in name):
+                return False  # torch's own non-tensor results (work handles, events), builtins
             return any(self._is_tensor_value(arg) for arg in value.args)
         return False
 
@@ -352,10 +355,10 @@ class StreamFlow:
             if node is not root and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.use(node.id, node, write=False)
 
-    def use(self, name: str, node: ast.AST, write: bool = False) -> None:
+    def use(self, name: str, node: ast.AST, write: bool = False, host_read: bool = False) -> None:
         now = self.tick()
         stream = self.current[-1]
-        if name in self.pending_host and not write:
+        if name in self.pending_host and host_read:
             copy, _ = self.pending_host.pop(name)
             self.report(
                 "GL303",
@@ -382,11 +385,12 @@ class StreamFlow:
             tensor.produced = (stream, now)
 
     def expr(self, expr: ast.AST) -> None:
+        parents = {child: parent for parent in ast.walk(expr) for child in ast.iter_child_nodes(parent)}
         for node in evaluation_order(expr):
             if isinstance(node, ast.Call):
                 self.call(node)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                self.use(node.id, node)
+                self.use(node.id, node, host_read=_is_host_read(node, parents))
 
     def call(self, call: ast.Call) -> None:
         func = call.func
@@ -451,6 +455,28 @@ class StreamFlow:
         if method == "cpu" or (method == "to" and _targets_host(value)):
             self.pending_host[name] = (value, self.position)
             self.tensors.pop(name, None)
+
+
+_NOT_READING_ATTRS = frozenset({"record_stream", "data_ptr", "is_pinned", "shape", "dtype", "device", "copy_"})
+_STORING_METHODS = frozenset({"append", "extend", "insert", "put", "put_nowait", "add", "setdefault"})
+
+
+def _is_host_read(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Does this use of a host buffer read its contents on the host (GL303)?
+
+    Storing it (in a tuple, a container, an attribute), returning it or binding another name
+    to it does not; calling a method on it, indexing it, formatting it or passing it to a
+    function does.
+    """
+    parent = parents.get(node)
+    if parent is None or isinstance(parent, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred)):
+        return False
+    if isinstance(parent, ast.Attribute):
+        return parent.attr not in _NOT_READING_ATTRS
+    if isinstance(parent, ast.Call) and node is not parent.func:
+        func = parent.func
+        return not (isinstance(func, ast.Attribute) and func.attr in _STORING_METHODS | {"record_stream", "copy_"})
+    return True
 
 
 def _targets_host(call: ast.Call) -> bool:

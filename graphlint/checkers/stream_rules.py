@@ -225,8 +225,12 @@ class StreamFlow:
             return
         if isinstance(stmt, ast.If):
             self.expr(stmt.test)
+            before = dict(self.pending_host)
             self.block(stmt.body)
+            after_body = self.pending_host
+            self.pending_host = before  # the else-branch does not see the if-branch's copies
             self.block(stmt.orelse)
+            self.pending_host = {**after_body, **self.pending_host}
             return
         if isinstance(stmt, ast.Try):
             self.block(stmt.body)
@@ -294,6 +298,7 @@ class StreamFlow:
                 self.tensors[name] = _Tensor(stream, (stream, now), local=name not in self.w.globals)
             else:
                 self.tensors.pop(name, None)
+            self.pending_host.pop(name, None)  # the name now holds something else
             if value is not None:
                 self._note_host_copy(name, value)
             return
@@ -404,6 +409,12 @@ class StreamFlow:
             return
         method = func.attr
         receiver = func.value
+        if method in _HOST_SYNCING_METHODS or (method == "cpu" and not T.is_true(T.keyword(call, "non_blocking"))):
+            # `.item()` waits for the current stream: everything queued on it is done.
+            self.host_syncs.append((self.current[-1], now, now))
+        if method in _STORING_METHODS or method == "set_result":
+            for arg in call.args:
+                self.escape(arg)  # queued or stored: it outlives this function
         if method == "wait_stream" and call.args:
             self.waits.append((self.stream_of(receiver), self.stream_of(call.args[0]), now, now))
         elif method == "wait_event" and call.args:
@@ -420,6 +431,10 @@ class StreamFlow:
             if event is not None:
                 waiter = self.stream_of(call.args[0]) if call.args else self.current[-1]
                 self.waits.append((waiter, event[0], event[1], now))
+        elif method == "wait" and not call.args:
+            # A future's or a collective's wait(): it orders the work it stands for with the
+            # current stream, on streams this pass cannot see. Do not guess: treat it as a barrier.
+            self.host_syncs.append((None, now, now))
         elif method == "synchronize":
             if self._is_event(receiver):
                 event = self.events.get(source_text(receiver))
@@ -457,7 +472,29 @@ class StreamFlow:
             self.tensors.pop(name, None)
 
 
-_NOT_READING_ATTRS = frozenset({"record_stream", "data_ptr", "is_pinned", "shape", "dtype", "device", "copy_"})
+_NOT_READING_ATTRS = frozenset(
+    {
+        "record_stream",
+        "data_ptr",
+        "is_pinned",
+        "shape",
+        "dtype",
+        "device",
+        "copy_",
+        "numel",
+        "element_size",
+        "size",
+        "dim",
+        "stride",
+        "nbytes",
+        "itemsize",
+        "storage_offset",
+        "is_contiguous",
+        "untyped_storage",
+        "ndim",
+    }
+)
+_HOST_SYNCING_METHODS = frozenset({"item", "tolist", "numpy"})
 _STORING_METHODS = frozenset({"append", "extend", "insert", "put", "put_nowait", "add", "setdefault"})
 
 

@@ -34,7 +34,16 @@ _CANONICAL = {
 
 
 def canonical(name: str) -> str:
-    return _CANONICAL.get(name, name)
+    found = _CANONICAL.get(name)
+    if found is not None:
+        return found
+    parts = name.split(".")
+    # torch.optim.adam.Adam -> torch.optim.Adam; torch.nn.modules.linear.Linear -> torch.nn.Linear
+    if len(parts) == 4 and parts[:2] == ["torch", "optim"] and parts[3][:1].isupper():
+        return f"torch.optim.{parts[3]}"
+    if len(parts) == 5 and parts[:3] == ["torch", "nn", "modules"] and parts[4][:1].isupper():
+        return f"torch.nn.{parts[4]}"
+    return name
 
 
 def module_name_for(path_parts: list[str]) -> str:

@@ -472,9 +472,10 @@ class FunctionWalker:
             return self.lookup(node.id)
         if isinstance(node, ast.Constant):
             return T.T_PY
-        if isinstance(
-            node, (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.JoinedStr)
-        ):
+        if isinstance(node, (ast.List, ast.Tuple, ast.ListComp)):
+            element = self._element_class_of(node)
+            return T.Ty(T.PY, element=element) if element else T.T_PY
+        if isinstance(node, (ast.Dict, ast.Set, ast.DictComp, ast.SetComp, ast.JoinedStr)):
             return T.T_PY
         if isinstance(node, ast.Attribute):
             return self._attribute_ty(node)
@@ -665,7 +666,9 @@ class FunctionWalker:
             device = T.keyword(node, "device") or (node.args[0] if node.args else None)
             return T.Ty(T.GENERATOR) if not T.device_is_host(device) else T.T_PY
         if name in T.OPTIMIZERS_WITH_CAPTURABLE or name in T.OPTIMIZERS_NEVER_CAPTURABLE:
-            capturable = T.is_true(T.keyword(node, "capturable"))
+            flag = T.keyword(node, "capturable")
+            # capturable=some_flag is unknown, so not reported: only a missing or False flag is.
+            capturable = flag is not None and not T.is_false(flag)
             fixable = None
             if name in T.OPTIMIZERS_WITH_CAPTURABLE:
                 fixable = self.st.span(node)
@@ -698,6 +701,19 @@ class FunctionWalker:
                 return T.T_TENSOR
             return T.T_PY
         return None
+
+    def _element_class_of(self, node: ast.List | ast.Tuple | ast.ListComp) -> str | None:
+        """`[Block(d) for _ in range(n)]`, `[a, b]` of one project class -> that class."""
+        elements = [node.elt] if isinstance(node, ast.ListComp) else list(node.elts)
+        classes = set()
+        for element in elements:
+            if isinstance(element, ast.Call):
+                name = self.resolve(element.func)
+                if name is not None and (name in self.st.summary.classes or _looks_like_project_class(name)):
+                    classes.add(name)
+                    continue
+            return None
+        return classes.pop() if len(classes) == 1 else None
 
     def _element_class(self, node: ast.Call) -> str | None:
         """nn.ModuleList([Block() for _ in range(n)]) -> the class of its elements."""

@@ -1456,7 +1456,7 @@ def _assigned_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
         elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in stmt.names)
+            continue  # resolved through the file's import map, like module-level imports
         elif isinstance(stmt, (*_FUNCTION_NODES, ast.ClassDef)):
             names.add(stmt.name)
         elif isinstance(stmt, ast.Try):

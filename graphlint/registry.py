@@ -69,6 +69,7 @@ _RULE_MODULES = (
     "graphlint.checkers.capture_rules",
     "graphlint.checkers.replay_rules",
     "graphlint.checkers.stream_rules",
+    "graphlint.runtime_sanitizer.rules",
 )
 
 

@@ -96,6 +96,8 @@ def test_fixture(code: str, case: Path, monkeypatch: pytest.MonkeyPatch) -> None
 def test_every_rule_has_fixtures_with_positives_and_negatives() -> None:
     """A rule is not done without fixtures: at least three positives and a negative file."""
     for code in all_rules():
+        if code >= "GL500":
+            continue  # runtime findings: tested on recorded snapshots and on the GPU
         rule_dir = RULES_DIR / code
         assert rule_dir.is_dir(), f"{code} has no fixtures"
         markers = 0

@@ -1,0 +1,164 @@
+"""Walk a torch-captured CUDA graph into a `GraphSnapshot` (needs CUDA and cuda-bindings).
+
+Uses the driver API (`cuda.bindings.driver`): the runtime's cudaGraphKernelNodeGetParams
+fails on kernels from other shared libraries. Every node type is handled explicitly; a
+node that cannot be represented is kept with a note, never dropped.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import platform
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, Node, Param, Region
+
+
+class IntrospectionError(RuntimeError):
+    """The graph could not be read; the sanitizer refuses rather than guess."""
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError as error:  # pragma: no cover - depends on the machine
+        raise IntrospectionError("cuda-bindings is not installed: pip install 'graphlint[runtime]'") from error
+    return driver
+
+
+def _ok(result: Any) -> Any:
+    drv = _driver()
+    if isinstance(result, tuple):
+        err, rest = result[0], result[1:]
+    else:
+        err, rest = result, ()
+    if err != drv.CUresult.CUDA_SUCCESS:
+        raise IntrospectionError(f"CUDA driver call failed: {err}")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else rest
+
+
+def _node_type_name(node_type: Any) -> str:
+    name = getattr(node_type, "name", None) or str(node_type).rsplit(".", 1)[-1].split(":")[0].strip("<> ")
+    return {
+        "CU_GRAPH_NODE_TYPE_KERNEL": "kernel",
+        "CU_GRAPH_NODE_TYPE_MEMCPY": "memcpy",
+        "CU_GRAPH_NODE_TYPE_MEMSET": "memset",
+        "CU_GRAPH_NODE_TYPE_EVENT_RECORD": "event_record",
+        "CU_GRAPH_NODE_TYPE_WAIT_EVENT": "event_wait",
+        "CU_GRAPH_NODE_TYPE_GRAPH": "graph",
+        "CU_GRAPH_NODE_TYPE_EMPTY": "empty",
+        "CU_GRAPH_NODE_TYPE_HOST": "host",
+        "CU_GRAPH_NODE_TYPE_MEM_ALLOC": "mem_alloc",
+        "CU_GRAPH_NODE_TYPE_MEM_FREE": "mem_free",
+        "CU_GRAPH_NODE_TYPE_CONDITIONAL": "conditional",
+    }.get(name, name.lower())
+
+
+def _kernel(drv: Any, handle: Any, node: Node) -> None:
+    params = _ok(drv.cuGraphKernelNodeGetParams(handle))
+    func = params.func
+    name = _ok(drv.cuFuncGetName(func))
+    node.name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+    node.grid = (int(params.gridDimX), int(params.gridDimY), int(params.gridDimZ))
+    node.block = (int(params.blockDimX), int(params.blockDimY), int(params.blockDimZ))
+    node.shared_bytes = int(params.sharedMemBytes)
+    kernel_params = int(params.kernelParams) if params.kernelParams is not None else 0
+    if not kernel_params:
+        node.note = "launched with `extra` (no kernelParams): arguments not visible"
+        return
+    pointers = ctypes.cast(kernel_params, ctypes.POINTER(ctypes.c_void_p))
+    index = 0
+    while True:
+        info = drv.cuFuncGetParamInfo(func, index)
+        if info[0] != drv.CUresult.CUDA_SUCCESS:
+            break
+        offset, size = int(info[1]), int(info[2])
+        node.params.append(Param(offset, size, ctypes.string_at(pointers[index], size)))
+        index += 1
+
+
+def _memcpy(drv: Any, handle: Any, node: Node) -> None:
+    params = _ok(drv.cuGraphMemcpyNodeGetParams(handle))
+    node.pointers = {"src": int(params.srcDevice), "dst": int(params.dstDevice)}
+    node.extent = int(params.WidthInBytes) * max(1, int(params.Height)) * max(1, int(params.Depth))
+
+
+def _memset(drv: Any, handle: Any, node: Node) -> None:
+    params = _ok(drv.cuGraphMemsetNodeGetParams(handle))
+    node.pointers = {"dst": int(params.dst)}
+    node.extent = int(params.width) * int(params.elementSize) * max(1, int(params.height))
+
+
+def snapshot_graph(raw_graph: int, regions: Sequence[Region] = (), provenance: dict | None = None) -> GraphSnapshot:
+    """Snapshot the graph at address ``raw_graph`` (`CUDAGraph.raw_cuda_graph()`)."""
+    drv = _driver()
+    graph = drv.CUgraph(raw_graph)
+    count = _ok(drv.cuGraphGetNodes(graph, 0))[1]
+    handles, _ = _ok(drv.cuGraphGetNodes(graph, count)) if count else ([], 0)
+    index_of = {int(h): i for i, h in enumerate(handles)}
+    nodes = []
+    readers: dict[str, Callable[[Any, Any, Node], None]] = {"kernel": _kernel, "memcpy": _memcpy, "memset": _memset}
+    for i, handle in enumerate(handles):
+        node = Node(index=i, type=_node_type_name(_ok(drv.cuGraphNodeGetType(handle))))
+        try:
+            if node.type in readers:
+                readers[node.type](drv, handle, node)
+            elif node.type == "event_record":
+                node.event = int(_ok(drv.cuGraphEventRecordNodeGetEvent(handle)))
+            elif node.type == "event_wait":
+                node.event = int(_ok(drv.cuGraphEventWaitNodeGetEvent(handle)))
+            elif node.type == "graph":
+                child = _ok(drv.cuGraphChildGraphNodeGetGraph(handle))
+                node.child = snapshot_graph(int(child), (), None)
+            elif node.type != "empty":
+                node.note = f"node type {node.type!r} is not analysed"
+        except IntrospectionError as error:
+            node.note = f"could not read this node: {error}"
+        nodes.append(node)
+    edges = []
+    result = drv.cuGraphGetEdges(graph, 0)
+    edge_count = int(result[-1])
+    if edge_count:
+        result = _ok(drv.cuGraphGetEdges(graph, edge_count))
+        sources, targets = result[0], result[1]
+        edges = sorted((index_of[int(a)], index_of[int(b)]) for a, b in zip(sources, targets, strict=False))
+    return GraphSnapshot(nodes=nodes, edges=edges, regions=list(regions), provenance=provenance or {})
+
+
+def provenance() -> dict[str, Any]:
+    """Device, driver, CUDA, torch and cuda-bindings versions, and the time of recording."""
+    import torch
+
+    drv = _driver()
+    info: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    try:
+        import cuda.bindings
+
+        info["cuda_bindings"] = cuda.bindings.__version__
+        version = _ok(drv.cuDriverGetVersion())
+        info["driver_api"] = f"{version // 1000}.{(version % 1000) // 10}"
+    except Exception:  # pragma: no cover - informational only
+        pass
+    try:
+        import subprocess
+
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        info["driver"] = smi.stdout.strip().splitlines()[0] if smi.stdout.strip() else "unknown"
+    except Exception:  # pragma: no cover
+        info["driver"] = "unknown"
+    return info

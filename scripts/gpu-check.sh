@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# One whole GPU pass (../shared/gpu/README.md): install the carried wheels, run the `cuda`
+# tests, record snapshots. Usage: bash scripts/gpu-check.sh OUTDIR
+set -o pipefail
+OUT=${1:?usage: gpu-check.sh OUTDIR}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || echo "editable install failed; using PYTHONPATH"
+nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/device.txt"
+python3 -m pytest -m cuda -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log"
+python3 scripts/record_snapshots.py "$OUT/snapshots" 2>&1 | tee "$OUT/record.log"
+tar -C "$OUT" -czf "$OUT/snapshots.tgz" snapshots && rm -rf "$OUT/snapshots"

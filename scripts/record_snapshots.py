@@ -1,0 +1,173 @@
+"""Record graph snapshots on a real GPU for the CPU tests, and check the pointer analysis.
+
+For each program: capture three times (inputs; moved inputs with other host seeds; inputs
+again), write fixtures/snapshots/<program>.json with provenance, and print the analysis.
+Then verify the input slots the hard way: re-point exactly those words of an instantiated
+copy of the graph at a fresh input, replay, and compare with eager on that input. A missed
+slot would read the old input; a wrong slot would corrupt a launch: either fails the check.
+
+    python scripts/record_snapshots.py [OUTDIR]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from graphlint.runtime_sanitizer.capture import capture_three, module_tensors
+from graphlint.runtime_sanitizer.introspection import _driver, _ok
+from graphlint.runtime_sanitizer.report import analyze_pair
+from graphlint.runtime_sanitizer.snapshot import save_captures
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int = 256, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attn.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.norm2(x))
+
+
+def two_streams(x):
+    side = two_streams.side
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        a = torch.relu(x) * 2
+    b = torch.sigmoid(x) + 1
+    torch.cuda.current_stream().wait_stream(side)
+    return a + b
+
+
+def copies(x):
+    drv = _driver()
+    out = torch.empty_like(x)
+    out.copy_(x)  # a device-to-device memcpy node
+    scratch = torch.empty(x.numel() * 4, dtype=torch.uint8, device=x.device)
+    stream = drv.CUstream(torch.cuda.current_stream().cuda_stream)
+    _ok(drv.cuMemsetD8Async(scratch.data_ptr(), 0, scratch.numel(), stream))  # a memset node
+    return out * 2 + scratch[: x.numel()].float().view_as(x)
+
+
+def programs():
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256)).cuda()
+    block = Block().cuda()
+    w = torch.randn(256, 256, device="cuda")
+    gemm = lambda a: a @ w  # noqa: E731
+    gemm.fixed = [w]
+    compiled = torch.compile(lambda t: torch.sin(t) * 3 + t)
+    two_streams.side = torch.cuda.Stream()
+    return {
+        "mlp": (mlp, [torch.randn(64, 256, device="cuda")], module_tensors(mlp)),
+        "transformer_block": (block, [torch.randn(4, 128, 256, device="cuda")], module_tensors(block)),
+        "gemm": (gemm, [torch.randn(256, 256, device="cuda")], [w]),
+        "compiled": (compiled, [torch.randn(1 << 16, device="cuda")], []),
+        "two_streams": (two_streams, [torch.randn(1 << 16, device="cuda")], []),
+        "memcpy_memset": (copies, [torch.randn(1 << 16, device="cuda")], []),
+    }
+
+
+def repoint_check(capture, slots, fn, inputs) -> bool:
+    """Patch exactly the found input words at fresh inputs, replay, compare with eager."""
+    drv = _driver()
+    fresh = [torch.randn_like(t) for t in inputs]
+    graph = capture.graph
+    graph.instantiate() if hasattr(graph, "instantiate") else None
+    exec_ = drv.CUgraphExec(graph.raw_cuda_graph_exec())
+    handles = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), len(capture.snapshot.nodes)))[0]
+    by_node: dict[int, list] = {}
+    for word in slots:
+        by_node.setdefault(word.node, []).append(word)
+    keep = []
+    for index, words in by_node.items():
+        node = capture.snapshot.nodes[index]
+        handle = handles[index]
+        if words[0].param < 0:
+            return False  # memcpy/memset re-pointing is the launcher's job (not checked here)
+        params = _ok(drv.cuGraphKernelNodeGetParams(handle))
+        buffers = [bytearray(p.data) for p in node.params]
+        for word in words:
+            input_index = int(word.region.replace("input", ""))
+            address = fresh[input_index].data_ptr() + word.delta
+            buffers[word.param][word.offset : word.offset + 8] = address.to_bytes(8, "little")
+        raw = [ctypes.create_string_buffer(bytes(b), len(b)) for b in buffers]
+        array = (ctypes.c_void_p * len(raw))(*[ctypes.addressof(b) for b in raw])
+        new = drv.CUDA_KERNEL_NODE_PARAMS()
+        new.func = params.func
+        new.gridDimX, new.gridDimY, new.gridDimZ = params.gridDimX, params.gridDimY, params.gridDimZ
+        new.blockDimX, new.blockDimY, new.blockDimZ = params.blockDimX, params.blockDimY, params.blockDimZ
+        new.sharedMemBytes = params.sharedMemBytes
+        new.kernelParams = ctypes.addressof(array)
+        new.extra = 0
+        _ok(drv.cuGraphExecKernelNodeSetParams(exec_, handle, new))
+        keep.append((raw, array))
+    graph.replay()
+    torch.cuda.synchronize()
+    expected = fn(*fresh)
+    expected = expected if isinstance(expected, torch.Tensor) else expected[0]
+    return torch.allclose(capture.outputs[0], expected, rtol=1e-3, atol=1e-3)
+
+
+def main() -> int:
+    out_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "fixtures" / "snapshots"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = {}
+    for name, (fn, inputs, fixed) in programs().items():
+        first, second, repeat = capture_three(fn, inputs, fixed)
+        report = analyze_pair(first.snapshot, second.snapshot, (name, 1), name, repeat.snapshot)
+        slots = report.input_slots
+        roles: dict[str, int] = {}
+        for word in report.words:
+            roles[word.role] = roles.get(word.role, 0) + 1
+        meta = {
+            "program": name,
+            "inputs": [
+                {"shape": list(t.shape), "dtype": str(t.dtype), "nbytes": t.untyped_storage().nbytes()} for t in inputs
+            ],
+            "input_slots": [[w.node, w.param, w.offset, w.region, w.delta] for w in slots],
+        }
+        kernel_slots = [w for w in slots if w.param >= 0]
+        if slots and len(kernel_slots) == len(slots):
+            ok = repoint_check(first, slots, fn, inputs)
+        else:
+            ok = "n/a: a memcpy/memset source (the launcher's job)" if slots else False
+        meta["repoint_verified_on_gpu"] = ok
+        captures = {"first": first.snapshot, "second": second.snapshot, "repeat": repeat.snapshot}
+        save_captures(out_dir / f"{name}.json", captures, meta)
+        kinds = [n.type if n.type != "kernel" else n.name[:50] for n in first.snapshot.nodes]
+        summary[name] = {
+            "nodes": len(first.snapshot.nodes),
+            "node_types": sorted({n.type for n in first.snapshot.nodes}),
+            "input_slots": len(slots),
+            "roles": roles,
+            "findings": [f"{f.code} {f.message[:120]}" for f in report.findings],
+            "repoint_matches_eager": ok,
+        }
+        print(f"== {name}: {len(kinds)} nodes, {len(slots)} input slots, repoint matches eager: {ok}")
+        print("   nodes:", kinds)
+        print("   slots:", [(w.node, w.param, w.offset, w.region, w.delta) for w in slots])
+        print("   roles:", roles, "findings:", summary[name]["findings"])
+    (out_dir / "SUMMARY.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

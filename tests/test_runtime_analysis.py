@@ -51,7 +51,7 @@ def test_input_slots_are_exactly_the_gpu_verified_ones(name: str) -> None:
 
 
 def test_cublas_struct_pointer_is_found_inside_the_by_value_struct() -> None:
-    first, second, repeat, _ = _load("gemm")
+    first, second, _repeat, _ = _load("gemm")
     words = analysis.classify(first, second)
     slots = analysis.input_slots(words)
     assert slots and all(first.nodes[w.node].params[w.param].size >= 128 for w in slots)

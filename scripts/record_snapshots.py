@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graphlint.runtime_sanitizer.capture import capture_three, module_tensors
+from graphlint.runtime_sanitizer.capture import capture_attributed, capture_shifted, capture_three, module_tensors
 from graphlint.runtime_sanitizer.introspection import _driver, _ok
 from graphlint.runtime_sanitizer.report import analyze_pair
 from graphlint.runtime_sanitizer.snapshot import save_captures
@@ -66,6 +66,17 @@ def copies(x):
     return out * 2 + scratch[: x.numel()].float().view_as(x)
 
 
+def racy(a, b):
+    side = racy.side
+    x = torch.empty_like(a)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.mul(a, 3.0, out=x)
+    y = x + b  # read before the join: a race on every replay
+    torch.cuda.current_stream().wait_stream(side)
+    return y
+
+
 def programs():
     torch.manual_seed(0)
     mlp = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256)).cuda()
@@ -75,6 +86,7 @@ def programs():
     gemm.fixed = [w]
     compiled = torch.compile(lambda t: torch.sin(t) * 3 + t)
     two_streams.side = torch.cuda.Stream()
+    racy.side = torch.cuda.Stream()
     return {
         "mlp": (mlp, [torch.randn(64, 256, device="cuda")], module_tensors(mlp)),
         "transformer_block": (block, [torch.randn(4, 128, 256, device="cuda")], module_tensors(block)),
@@ -82,6 +94,8 @@ def programs():
         "compiled": (compiled, [torch.randn(1 << 16, device="cuda")], []),
         "two_streams": (two_streams, [torch.randn(1 << 16, device="cuda")], []),
         "memcpy_memset": (copies, [torch.randn(1 << 16, device="cuda")], []),
+        "elementwise": (lambda t: t * 2 + 1, [torch.randn(1 << 20, device="cuda")], []),
+        "race": (racy, [torch.randn(1 << 16, device="cuda"), torch.randn(1 << 16, device="cuda")], []),
     }
 
 
@@ -132,7 +146,8 @@ def main() -> int:
     summary = {}
     for name, (fn, inputs, fixed) in programs().items():
         first, second, repeat = capture_three(fn, inputs, fixed)
-        report = analyze_pair(first.snapshot, second.snapshot, (name, 1), name, repeat.snapshot)
+        ordering = capture_attributed(fn, inputs, first.snapshot, fixed)
+        report = analyze_pair(first.snapshot, second.snapshot, (name, 1), name, repeat.snapshot, ordering)
         slots = report.input_slots
         roles: dict[str, int] = {}
         for word in report.words:
@@ -151,6 +166,12 @@ def main() -> int:
             ok = "n/a: a memcpy/memset source (the launcher's job)" if slots else False
         meta["repoint_verified_on_gpu"] = ok
         captures = {"first": first.snapshot, "second": second.snapshot, "repeat": repeat.snapshot}
+        if ordering is not None:
+            captures["ordering"] = ordering
+        meta["ordering_checked"] = ordering is not None
+        if name == "elementwise":  # input 0 one element past its alignment, for GL502
+            captures["shifted"] = capture_shifted(fn, inputs, 0, fixed).snapshot
+            meta["captured_alignment"] = inputs[0].data_ptr() & -inputs[0].data_ptr()
         save_captures(out_dir / f"{name}.json", captures, meta)
         kinds = [n.type if n.type != "kernel" else n.name[:50] for n in first.snapshot.nodes]
         summary[name] = {

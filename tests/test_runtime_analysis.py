@@ -26,6 +26,14 @@ def _load(name: str):
     return captures["first"], captures["second"], captures["repeat"], meta
 
 
+def _report(name: str):
+    captures, meta = load_captures(SNAPSHOTS / f"{name}.json")
+    report = analyze_pair(
+        captures["first"], captures["second"], (name, 1), name, captures["repeat"], captures.get("ordering")
+    )
+    return report, captures, meta
+
+
 def test_every_required_program_was_recorded() -> None:
     assert {"mlp", "transformer_block", "gemm", "compiled", "two_streams", "memcpy_memset"} <= set(PROGRAMS)
     first, _, _, _ = _load("memcpy_memset")
@@ -36,9 +44,10 @@ def test_every_required_program_was_recorded() -> None:
 
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_input_slots_are_exactly_the_gpu_verified_ones(name: str) -> None:
-    first, second, repeat, meta = _load(name)
-    report = analyze_pair(first, second, (name, 1), name, repeat)
-    assert report.findings == [], [f.message for f in report.findings]
+    report, captures, meta = _report(name)
+    first, second = captures["first"], captures["second"]
+    expected = ["GL504"] if name == "race" else []
+    assert [f.code for f in report.findings] == expected, [f.message for f in report.findings]
     found = [[w.node, w.param, w.offset, w.region, w.delta] for w in report.input_slots]
     assert found == meta["input_slots"]
     assert found, "every recorded program reads its input"
@@ -48,6 +57,28 @@ def test_input_slots_are_exactly_the_gpu_verified_ones(name: str) -> None:
         a = first.region_of(word.first, ("input",))
         b = second.region_of(word.second, ("input",))
         assert a is not None and b is not None and word.first - a.start == word.second - b.start
+
+
+def test_side_stream_race_recorded_on_the_gpu_is_gl504_and_joined_streams_are_not() -> None:
+    report, _, _ = _report("race")
+    assert [f.code for f in report.findings] == ["GL504"]
+    assert "aten.mul.out" in report.findings[0].message and "aten.add.Tensor" in report.findings[0].message
+    joined, captures, meta = _report("two_streams")
+    assert meta["ordering_checked"] and "ordering" in captures
+    assert joined.findings == []
+
+
+def test_alignment_requirement_from_the_recorded_misaligned_capture() -> None:
+    captures, meta = load_captures(SNAPSHOTS / "elementwise.json")
+    first, shifted = captures["first"], captures["shifted"]
+    assert "vectorized" in first.nodes[0].name and "vectorized" not in shifted.nodes[0].name
+    captured = analysis.alignment_of(meta["captured_alignment"])
+    assert analysis.required_alignment(first, shifted, captured, 4) == captured >= 16
+    report, _, _ = _report("elementwise")
+    report.alignment[0] = captured
+    aligned = first.regions[0].start
+    assert [f.code for f in report.check_launch([aligned + 4])] == ["GL502"]
+    assert report.check_launch([aligned + captured]) == []
 
 
 def test_cublas_struct_pointer_is_found_inside_the_by_value_struct() -> None:

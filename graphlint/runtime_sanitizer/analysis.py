@@ -155,3 +155,56 @@ def scalar_differences(
             if pa.size < 8 and pa.data != pb.data and (noise is None or (a.index, p_index, 0) not in noise):
                 found.append((a.index, p_index, pa.data, pb.data))
     return found
+
+
+def alignment_of(address: int, cap: int = 256) -> int:
+    """The largest power of two (up to ``cap``) that divides ``address``."""
+    if address == 0:
+        return cap
+    return min(cap, address & -address)
+
+
+def required_alignment(first: GraphSnapshot, shifted: GraphSnapshot, captured: int, element_size: int) -> int:
+    """An input's required alignment: the capture's, when a capture on a less aligned copy
+    chose other kernels (vectorized loads want 16 bytes); otherwise its element size."""
+    return captured if compare_structure(first, shifted) else element_size
+
+
+@dataclass(frozen=True)
+class UnorderedAccess:
+    """GL504: two nodes touch overlapping memory, one writes, and no edge path orders them."""
+
+    first: int
+    second: int
+    address: int
+
+
+def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int | None:
+    for start_a, size_a in a:
+        for start_b, size_b in b:
+            if start_a < start_b + size_b and start_b < start_a + size_a:
+                return max(start_a, start_b)
+    return None
+
+
+def unordered_accesses(snapshot: GraphSnapshot) -> list[UnorderedAccess]:
+    """Pairs of nodes whose recorded accesses conflict (write/read or write/write) with no
+    dependency path between them in the graph: a race on every replay."""
+    import networkx as nx
+
+    dag = nx.DiGraph()
+    dag.add_nodes_from(node.index for node in snapshot.nodes)
+    dag.add_edges_from(snapshot.edges)
+    reach = {node: nx.descendants(dag, node) for node in dag.nodes}
+    accessed = [n for n in snapshot.nodes if n.reads or n.writes]
+    found = []
+    for i, a in enumerate(accessed):
+        for b in accessed[i + 1 :]:
+            if b.index in reach[a.index] or a.index in reach[b.index]:
+                continue
+            where = _overlap(a.writes, b.reads + b.writes)
+            if where is None:
+                where = _overlap(b.writes, a.reads)
+            if where is not None:
+                found.append(UnorderedAccess(a.index, b.index, where))
+    return found

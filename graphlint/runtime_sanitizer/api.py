@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from graphlint.runtime_sanitizer.report import SanitizerReport, analyze_pair
+from graphlint.runtime_sanitizer.report import SanitizerReport, analyze_pair, memory_finding
 
 
 def _where(fn: Callable) -> tuple[str, int]:
@@ -25,9 +25,28 @@ def sanitize_callable(fn: Callable, *inputs: Any, module: Any = None, warmup: in
     that legitimately stay at fixed addresses. The program's own tensors are not modified:
     the second capture runs on copies.
     """
-    from graphlint.runtime_sanitizer.capture import capture_three, module_tensors
+    from graphlint.runtime_sanitizer import analysis
+    from graphlint.runtime_sanitizer.capture import (
+        capture_attributed,
+        capture_shifted,
+        capture_three,
+        module_tensors,
+    )
 
     fixed = module_tensors(module if module is not None else fn)
     first, second, repeat = capture_three(fn, inputs, fixed, warmup)
     label = getattr(fn, "__qualname__", type(fn).__name__)
-    return analyze_pair(first.snapshot, second.snapshot, _where(fn), label, repeat.snapshot)
+    where = _where(fn)
+    ordering = capture_attributed(fn, inputs, first.snapshot, fixed, warmup)
+    report = analyze_pair(first.snapshot, second.snapshot, where, label, repeat.snapshot, ordering)
+    if any(f.code == "GL501" for f in report.findings):
+        return report  # an unstable graph has no alignment or memory profile worth stating
+    for index, tensor in enumerate(inputs):
+        if hasattr(tensor, "data_ptr") and tensor.is_cuda:
+            shifted = capture_shifted(fn, inputs, index, fixed, warmup)
+            captured = analysis.alignment_of(tensor.data_ptr())
+            report.alignment[index] = analysis.required_alignment(
+                first.snapshot, shifted.snapshot, captured, tensor.element_size()
+            )
+    report.findings.append(memory_finding(first.pool_bytes, first.output_bytes, where, label))
+    return report

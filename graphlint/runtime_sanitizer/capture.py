@@ -24,6 +24,8 @@ class Capture:
     inputs: list[Any]
     outputs: list[Any]
     snapshot: GraphSnapshot
+    pool_bytes: int = 0  # bytes of the segments in the graph's private pool
+    output_bytes: int = 0
 
 
 def tensors_in(value: Any) -> list[Any]:
@@ -95,7 +97,12 @@ def _seed_host(seed: int) -> None:
 
 
 def capture_once(
-    fn: Callable, inputs: Sequence[Any], fixed: Sequence[Any] = (), warmup: int = 2, seed: int = 0
+    fn: Callable,
+    inputs: Sequence[Any],
+    fixed: Sequence[Any] = (),
+    warmup: int = 2,
+    seed: int = 0,
+    attribute: bool = False,
 ) -> Capture:
     import torch
 
@@ -107,11 +114,103 @@ def capture_once(
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph(keep_graph=True)
     _seed_host(seed)
-    with torch.cuda.graph(graph):
-        outputs = tensors_in(fn(*inputs))
+    recorder = _OpRecorder() if attribute else None
+    with torch.cuda.graph(graph, capture_error_mode="relaxed" if attribute else "global"):
+        if recorder is not None:
+            with recorder:
+                outputs = tensors_in(fn(*inputs))
+        else:
+            outputs = tensors_in(fn(*inputs))
     torch.cuda.synchronize()
     snapshot = snapshot_graph(graph.raw_cuda_graph(), _regions(inputs, outputs, fixed), provenance())
-    return Capture(graph, list(inputs), outputs, snapshot)
+    if recorder is not None:
+        recorder.attribute(snapshot)
+    pool_bytes = _pool_bytes(graph)
+    output_bytes = sum(_extent(t) for t in outputs)
+    return Capture(graph, list(inputs), outputs, snapshot, pool_bytes, output_bytes)
+
+
+def _pool_bytes(graph: Any) -> int:
+    import torch
+
+    try:
+        pool = tuple(graph.pool())
+    except Exception:
+        return 0
+    total = 0
+    for segment in torch.cuda.memory_snapshot():
+        if tuple(segment.get("segment_pool_id", ())) == pool:
+            total += segment["total_size"]
+    return total
+
+
+def _capture_graph_node_count() -> int | None:
+    """Nodes in the graph the current stream is capturing into (None if not readable)."""
+    import torch
+
+    from graphlint.runtime_sanitizer.introspection import _driver
+
+    drv = _driver()
+    stream = drv.CUstream(torch.cuda.current_stream().cuda_stream)
+    info = drv.cuStreamGetCaptureInfo(stream)
+    if info[0] != drv.CUresult.CUDA_SUCCESS:
+        return None
+    graph = next((item for item in info[1:] if isinstance(item, drv.CUgraph)), None)
+    if graph is None:
+        return None
+    result = drv.cuGraphGetNodes(graph, 0)
+    return int(result[-1]) if result[0] == drv.CUresult.CUDA_SUCCESS else None
+
+
+def _tensor_ranges(value: Any) -> list[tuple[int, int]]:
+    return [(t.data_ptr(), _extent(t)) for t in tensors_in(value) if t.is_cuda and t.numel()]
+
+
+class _OpRecorder:
+    """Which ATen operator created which graph nodes, and what it read and wrote (from its
+    schema's alias information, as PyTorch's CUDA sanitizer learns it)."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        recorder = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                before = _capture_graph_node_count()
+                out = func(*args, **kwargs)
+                after = _capture_graph_node_count()
+                writes, reads = [], []
+                for argument, value in zip(func._schema.arguments, args, strict=False):
+                    target = writes if argument.alias_info is not None and argument.alias_info.is_write else reads
+                    target.extend(_tensor_ranges(value))
+                for name, value in kwargs.items():
+                    schema_arg = next((a for a in func._schema.arguments if a.name == name), None)
+                    is_write = (
+                        schema_arg is not None and schema_arg.alias_info is not None and schema_arg.alias_info.is_write
+                    )
+                    (writes if is_write else reads).extend(_tensor_ranges(value))
+                writes.extend(_tensor_ranges(out))
+                if before is not None and after is not None and after > before:
+                    recorder.ops.append((str(func), before, after, reads, writes))
+                return out
+
+        self.mode = Mode()
+        self.ops: list[tuple[str, int, int, list, list]] = []
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+    def attribute(self, snapshot: GraphSnapshot) -> None:
+        for name, start, end, reads, writes in self.ops:
+            for index in range(start, min(end, len(snapshot.nodes))):
+                node = snapshot.nodes[index]
+                node.op, node.reads, node.writes = name, list(reads), list(writes)
 
 
 def capture_three(
@@ -138,3 +237,26 @@ def _is_tensor(value: Any) -> bool:
     import torch
 
     return isinstance(value, torch.Tensor)
+
+
+def capture_shifted(
+    fn: Callable, inputs: Sequence[Any], index: int, fixed: Sequence[Any] = (), warmup: int = 2
+) -> Capture:
+    """A capture with input ``index`` moved to an address one element past its alignment."""
+    tensor = inputs[index]
+    moved = list(inputs)
+    moved[index] = placed_copy(tensor, _OFFSET_BASE * 3, alignment_shift=tensor.element_size())
+    return capture_once(fn, moved, fixed, warmup, seed=1234)
+
+
+def capture_attributed(
+    fn: Callable, inputs: Sequence[Any], reference: GraphSnapshot, fixed: Sequence[Any] = (), warmup: int = 2
+) -> GraphSnapshot | None:
+    """One more capture under a dispatch mode that records each operator's reads and writes
+    (for GL504). The mode can change what runs (torch.compile falls back to eager under it):
+    when the graph differs from ``reference``, None, so ordering is never judged on a graph
+    that is not the program's."""
+    from graphlint.runtime_sanitizer.analysis import compare_structure
+
+    attributed = capture_once(fn, inputs, fixed, warmup, seed=1234, attribute=True)
+    return None if compare_structure(reference, attributed.snapshot) else attributed.snapshot

@@ -6,7 +6,13 @@ from dataclasses import dataclass, field
 
 from graphlint.findings import Finding
 from graphlint.runtime_sanitizer import analysis
-from graphlint.runtime_sanitizer.rules import BAKED_HOST_VALUE, UNSTABLE_CAPTURE
+from graphlint.runtime_sanitizer.rules import (
+    ALIGNMENT_HAZARD,
+    BAKED_HOST_VALUE,
+    GRAPH_POOL_MEMORY,
+    UNORDERED_ACCESS,
+    UNSTABLE_CAPTURE,
+)
 from graphlint.runtime_sanitizer.snapshot import GraphSnapshot
 
 
@@ -14,10 +20,29 @@ from graphlint.runtime_sanitizer.snapshot import GraphSnapshot
 class SanitizerReport:
     findings: list[Finding]
     words: list[analysis.Word] = field(default_factory=list)
+    alignment: dict[int, int] = field(default_factory=dict)  # input index -> bytes required
+    where: tuple[str, int] = ("<unknown>", 1)
+    label: str = ""
 
     @property
     def input_slots(self) -> list[analysis.Word]:
         return analysis.input_slots(self.words)
+
+    def check_launch(self, addresses: list[int]) -> list[Finding]:
+        """GL502 for each new input address less aligned than its capture requires."""
+        found = []
+        for index, address in enumerate(addresses):
+            required = self.alignment.get(index)
+            if required is not None and analysis.alignment_of(address) < required:
+                found.append(
+                    _finding(
+                        ALIGNMENT_HAZARD,
+                        f"input {index} of `{self.label}` at {address:#x} is {analysis.alignment_of(address)}-byte "
+                        f"aligned; its kernels were chosen for {required}-byte alignment",
+                        self.where,
+                    )
+                )
+        return found
 
 
 def _finding(rule, message: str, where: tuple[str, int]) -> Finding:
@@ -31,16 +56,21 @@ def analyze_pair(
     where: tuple[str, int],
     label: str,
     repeat: GraphSnapshot | None = None,
+    ordering: GraphSnapshot | None = None,
 ) -> SanitizerReport:
     """GL501 if the captures differ in structure; otherwise classify every word, and GL505 for
     host values baked into arguments. ``repeat`` is a third capture on the first capture's
-    inputs with the same host RNG seeds: what differs there is padding noise."""
+    inputs with the same host RNG seeds: what differs there is padding noise. ``ordering`` is a
+    capture of the same graph with each node's reads and writes recorded (GL504); without it
+    the ordering check uses whatever accesses ``first`` carries."""
     differences = analysis.compare_structure(first, second)
     if differences:
         shown = "; ".join(f"node {d.index}: {d.first} vs {d.second}" for d in differences[:3])
         more = f" (and {len(differences) - 3} more)" if len(differences) > 3 else ""
         return SanitizerReport(
-            [_finding(UNSTABLE_CAPTURE, f"two captures of `{label}` on equal shapes differ: {shown}{more}", where)]
+            [_finding(UNSTABLE_CAPTURE, f"two captures of `{label}` on equal shapes differ: {shown}{more}", where)],
+            where=where,
+            label=label,
         )
     if repeat is not None and analysis.compare_structure(first, repeat):
         repeat = None  # cannot measure the noise on a different graph; judge scalars only
@@ -66,4 +96,27 @@ def analyze_pair(
                 where,
             )
         )
-    return SanitizerReport(findings, words)
+    ordered = ordering if ordering is not None else first
+    ordered_nodes = {node.index: node for node in ordered.nodes}
+    for race in analysis.unordered_accesses(ordered):
+        a, b = ordered_nodes[race.first], ordered_nodes[race.second]
+        findings.append(
+            _finding(
+                UNORDERED_ACCESS,
+                f"nodes {a.index} ({a.op or a.name[:60]}) and {b.index} ({b.op or b.name[:60]}) of `{label}` touch "
+                f"memory at {race.address:#x}, one writes it, and no dependency orders them",
+                where,
+            )
+        )
+    return SanitizerReport(findings, words, where=where, label=label)
+
+
+def memory_finding(pool_bytes: int, output_bytes: int, where: tuple[str, int], label: str) -> Finding:
+    """GL508 (informational): the graph's private pool, and what outputs from the default pool would free."""
+    mib = 1 << 20
+    return _finding(
+        GRAPH_POOL_MEMORY,
+        f"`{label}` holds {pool_bytes / mib:.1f} MiB in its private pool; a parameterized launch that allocates "
+        f"outputs from the default pool per call would give back {output_bytes / mib:.1f} MiB of it",
+        where,
+    )

@@ -48,3 +48,75 @@ BAKED_HOST_VALUE = declare(
         """,
     )
 )
+
+ALIGNMENT_HAZARD = declare(
+    Rule(
+        code="GL502",
+        name="alignment-hazard",
+        summary=(
+            "A pointer handed to a graph (a parameterized launch, or static input re-pointing) is "
+            "less aligned than the pointer the kernel was captured with, where a capture at that "
+            "alignment picks another kernel."
+        ),
+        why=(
+            "Kernels are chosen by alignment: a vectorized kernel captured on a 16-byte aligned "
+            "input issues 16-byte loads. Pointed at a 4-byte aligned view it reads misaligned "
+            "memory: a fault, or silently wrong values."
+        ),
+        example="""
+            graph = capture(fn, x)            # x is 256-byte aligned
+            launch(graph, base[1:].view(...)) # a view 4 bytes in
+        """,
+        use_instead="""
+            graph = capture(fn, x)
+            launch(graph, base[1:].clone())   # a fresh, aligned copy
+        """,
+    )
+)
+
+UNORDERED_ACCESS = declare(
+    Rule(
+        code="GL504",
+        name="unordered-cross-stream-access",
+        summary=(
+            "Two graph nodes touch overlapping memory, at least one writes, and no dependency path "
+            "orders them (typically a side stream not joined before its result is read)."
+        ),
+        why="The nodes may run in either order, or at once, on every replay: a data race baked into the graph.",
+        example="""
+            with torch.cuda.stream(side):
+                torch.mul(a, 3.0, out=x)
+            y = x + b  # read before the join
+            torch.cuda.current_stream().wait_stream(side)
+        """,
+        use_instead="""
+            with torch.cuda.stream(side):
+                torch.mul(a, 3.0, out=x)
+            torch.cuda.current_stream().wait_stream(side)
+            y = x + b
+        """,
+    )
+)
+
+GRAPH_POOL_MEMORY = declare(
+    Rule(
+        code="GL508",
+        name="graph-pool-memory",
+        severity="info",
+        summary=(
+            "Not a hazard: the bytes a captured graph's private memory pool holds, and how much a "
+            "parameterized launch (outputs from the default pool) would give back."
+        ),
+        why=(
+            "Each graph keeps its intermediates and outputs in a private pool for its whole life; "
+            "many graphs (one per batch size) multiply that memory."
+        ),
+        example="""
+            graphs = {bs: capture(model, x[:bs]) for bs in sizes}  # one pool each
+        """,
+        use_instead="""
+            pool = torch.cuda.graph_pool_handle()
+            graphs = {bs: capture(model, x[:bs], pool=pool) for bs in sorted(sizes, reverse=True)}
+        """,
+    )
+)

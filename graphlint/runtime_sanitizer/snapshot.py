@@ -39,6 +39,9 @@ class Node:
     event: int = 0  # event nodes: the event's handle
     child: GraphSnapshot | None = None
     note: str = ""  # what could not be represented, never dropped silently
+    op: str = ""  # the ATen operator that launched it, when the capture was attributed
+    reads: list[tuple[int, int]] = field(default_factory=list)  # (address, bytes) the op read
+    writes: list[tuple[int, int]] = field(default_factory=list)  # (address, bytes) it wrote
 
 
 @dataclass
@@ -106,6 +109,9 @@ class GraphSnapshot:
                     event=raw.get("event", 0),
                     child=child,
                     note=raw.get("note", ""),
+                    op=raw.get("op", ""),
+                    reads=[tuple(r) for r in raw.get("reads", [])],
+                    writes=[tuple(w) for w in raw.get("writes", [])],
                 )
             )
         return cls(

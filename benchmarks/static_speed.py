@@ -152,6 +152,9 @@ def main() -> int:
                     "cpus": os.cpu_count(),
                     "python": platform.python_version(),
                     "seconds": results,
+                    "peak_rss_mib_cold_jobs1": round(peak_rss_mib),
+                    "findings": findings,
+                    "identical_reports": identical,
                 },
                 indent=2,
             )

@@ -665,6 +665,21 @@ def check_augassign(w: FunctionWalker, node: ast.AugAssign) -> None:
         w.hazard("GL105", node, f"`{target.id} {_op(node)}= ...` updates a global Python counter")
 
 
+def check_self_update(w: FunctionWalker, node: ast.Assign) -> None:
+    """GL105: `self.steps = self.steps + 1`, the spelled-out form of an augmented update."""
+    if len(node.targets) != 1 or not isinstance(node.value, ast.BinOp):
+        return
+    target = node.targets[0]
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+        return
+    text = source_text(target)
+    if not any(isinstance(n, ast.Attribute) and source_text(n) == text for n in ast.walk(node.value)):
+        return
+    if any(ty is not None and ty.tensorish for ty in (w.ty(target), w.ty(node.value))):
+        return  # a tensor counter updated on the device: replayed every time
+    w.hazard("GL105", node, f"`{text} = {text} ...` updates Python state")
+
+
 def check_stream_context(w: FunctionWalker, node: ast.With | ast.AsyncWith, stream: ast.expr) -> None:
     """GL109: a side stream inside a capture must fork from and join back to the capture."""
     text = source_text(stream)

@@ -266,6 +266,7 @@ class FunctionWalker:
         self.graphed_calls = 0
         self._ordering: list[tuple[int, str, str, list[str]]] | None = None
         self._ty_cache: dict[int, T.Ty | None] = {}
+        self.capture_contexts: dict[str, ast.Call] = {}  # ctx = torch.cuda.graph(g)
         self.is_module = isinstance(node, ast.Module)
         self.summary = FunctionSummary(qualname, display, getattr(node, "lineno", 1))
         if record:
@@ -811,6 +812,14 @@ class FunctionWalker:
             self.walk_body(stmt.finalbody)
         elif isinstance(stmt, ast.Assign):
             self.expr(stmt.value)
+            capture_rules.check_self_update(self, stmt)
+            if (
+                isinstance(stmt.value, ast.Call)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and self.resolve(stmt.value.func) in _CAPTURE_CONTEXTS
+            ):
+                self.capture_contexts[stmt.targets[0].id] = stmt.value
             value_ty = self.ty(stmt.value)
             for target in stmt.targets:
                 self.expr_target(target)
@@ -914,6 +923,8 @@ class FunctionWalker:
             self.expr(context)
             if item.optional_vars is not None:
                 self._bind(item.optional_vars, None)
+            if isinstance(context, ast.Name) and context.id in self.capture_contexts:
+                context = self.capture_contexts[context.id]  # ctx = torch.cuda.graph(g) ... with ctx:
             if not isinstance(context, ast.Call):
                 continue
             name = self.resolve(context.func)

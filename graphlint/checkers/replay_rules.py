@@ -560,10 +560,21 @@ class ReplayFlow:
             self.kill(target)
             return
         if graph is not None and key not in self.outputs:
+            if key.startswith("self.") and not self.replays.get(graph) and not self.loop_depth:
+                # `self.output_buffers["hidden"] = hidden` right after the capture: the class
+                # now holds the static output under another name, for every method to see.
+                self._publish_output(key, graph)
+                return
             container = isinstance(target, ast.Subscript) or "." in key
             self._keep(key, value, graph, container)
             return
         self.kill(target)
+
+    def _publish_output(self, key: str, graph: str) -> None:
+        self.outputs[key] = graph
+        for capture in self.captures:
+            if capture.graph == graph:
+                capture.outputs.add(key)
 
     def _static_call(self, value: ast.AST) -> str | None:
         """The graph a call replays when its result is a static output: a runner defined in
@@ -708,7 +719,7 @@ def _copy_fix(state: ModuleState, stmt: ast.AST, value: ast.AST) -> Fix | None:
     )
 
 
-def analyze(state: ModuleState) -> None:
+def analyze(state: ModuleState, source: str = "") -> None:
     """Run the flow pass over every function that can see a capture of this file.
 
     Two rounds: the first finds the functions that replay and return a static output
@@ -716,7 +727,7 @@ def analyze(state: ModuleState) -> None:
     """
     for walker in state.walkers:
         record_trace(walker)
-    if not state.captures and not any(walker.graphed_calls for walker in state.walkers):
+    if not state.captures and not any(walker.graphed_calls for walker in state.walkers) and ".replay()" not in source:
         return
     by_function: dict[str, list[Capture]] = {}
     for capture in state.captures:
@@ -751,6 +762,42 @@ def _self_targets(walker: FunctionWalker) -> list[str]:
     return [f"f:{walker.qualname}"]
 
 
+def _conventional_captures(walker: FunctionWalker) -> list[Capture]:
+    """A function that replays a graph captured elsewhere (passed in, built by a helper):
+    its buffers are recognised by PyTorch's documented naming, `static_*`. Those written in
+    place (`static_input.copy_(data)`) or rebound are inputs; the others it reads are outputs.
+    Only used when no capture of the graph is visible."""
+    body = walker.node.body if hasattr(walker.node, "body") else []
+    graphs: set[str] = set()
+    names: set[str] = set()
+    written: set[str] = set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr == "replay" and not node.args:
+                    graph = key_of(node.func.value)
+                    if graph is not None:
+                        graphs.add(graph)
+                elif node.func.attr in _INPUT_WRITERS:
+                    root = _root_key(node.func.value)
+                    if root is not None:
+                        written.add(root.split("[", 1)[0])
+            elif isinstance(node, (ast.Assign, ast.AugAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    root = _root_key(target)
+                    if root is not None:
+                        written.add(root.split("[", 1)[0])
+            key = key_of(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+            if key is not None and key.rsplit(".", 1)[-1].startswith("static_"):
+                names.add(key)
+    if len(graphs) != 1 or not names:
+        return []
+    capture = Capture(graphs.pop(), 0, 0, walker.qualname)
+    capture.inputs = {n for n in names if n in written}
+    capture.outputs = names - capture.inputs
+    return [capture]
+
+
 def _visible_captures(walker: FunctionWalker, by_function: dict[str, list[Capture]]) -> list[Capture]:
     visible = list(by_function.get(walker.qualname, []))
     for function, captures in by_function.items():
@@ -762,6 +809,8 @@ def _visible_captures(walker: FunctionWalker, by_function: dict[str, list[Captur
                 visible.append(capture)
             elif not capture.graph.startswith("self.") and function.endswith(".<module>"):
                 visible.append(capture)  # module-level graphs and buffers, used from functions
+    if not visible:
+        visible = _conventional_captures(walker)
     return visible
 
 

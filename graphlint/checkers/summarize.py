@@ -132,7 +132,7 @@ class FileSummarizer:
         self._prescan_file_facts()
         module_fn = FunctionWalker(st, f"{st.module}.<module>", "<module>", None, st.tree, outer=None)
         module_fn.walk_body(st.tree.body)
-        replay_rules.analyze(st)
+        replay_rules.analyze(st, self.source)
         stream_rules.analyze(st, self.source)
         return st.summary
 

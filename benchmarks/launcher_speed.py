@@ -1,0 +1,139 @@
+"""Eager vs. graph replay with copy-in/clone-out vs. the parameterized launcher (needs CUDA).
+
+One process, side by side, for MLPs of several widths and batch sizes: per-call GPU latency
+(median of CUDA-event timings), per-call CPU time (median of perf_counter around the call),
+peak memory during the calls, the graph pool's size, and the patch cost against the number of
+patched nodes. Writes JSON with the device and versions, prints a Markdown table.
+
+    python benchmarks/launcher_speed.py [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+
+ITERS = 200
+
+
+def mlp(width: int, depth: int) -> torch.nn.Module:
+    layers = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
+    return torch.nn.Sequential(*layers).cuda().eval()
+
+
+def measure(call, inputs_pool) -> dict:
+    for i in range(20):
+        call(inputs_pool[i % len(inputs_pool)])
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    cpu, gpu = [], []
+    for i in range(ITERS):
+        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        x = inputs_pool[i % len(inputs_pool)]
+        start_event.record()
+        t0 = time.perf_counter()
+        call(x)
+        cpu.append(time.perf_counter() - t0)
+        end_event.record()
+        end_event.synchronize()
+        gpu.append(start_event.elapsed_time(end_event) * 1000)
+    return {
+        "gpu_us": round(statistics.median(gpu), 1),
+        "cpu_us": round(statistics.median(cpu) * 1e6, 1),
+        "peak_extra_mib": round((torch.cuda.max_memory_allocated() - base) / 2**20, 2),
+    }
+
+
+def graph_pool_mib(graph) -> float:
+    pool = tuple(graph.pool())
+    total = sum(s["total_size"] for s in torch.cuda.memory_snapshot() if tuple(s.get("segment_pool_id", ())) == pool)
+    return round(total / 2**20, 2)
+
+
+def run_case(width: int, depth: int, batch: int) -> dict:
+    model = mlp(width, depth)
+    pool = [torch.randn(batch, width, device="cuda") for _ in range(8)]
+    row: dict = {"width": width, "depth": depth, "batch": batch}
+    with torch.inference_mode():
+        row["eager"] = measure(lambda x: model(x), pool)
+
+        static_in = pool[0].clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                model(static_in)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = model(static_in)
+
+        def replay(x):
+            static_in.copy_(x)
+            graph.replay()
+            return static_out.clone()
+
+        row["replay_copy_clone"] = measure(replay, pool)
+        row["replay_pool_mib"] = graph_pool_mib(graph)
+
+        launcher = ParameterizedLauncher(model, (pool[0],))
+        row["launcher"] = measure(lambda x: launcher(x), pool)
+        row["launcher_fallback"] = launcher.fallback_reason
+        row["patched_nodes"] = len(launcher._nodes)
+        row["graph_nodes"] = len(launcher._capture.snapshot.nodes)
+        row["launcher_pool_mib"] = launcher._capture.pool_bytes / 2**20
+        row["outputs_mib"] = round(launcher._capture.output_bytes / 2**20, 3)
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    rows = []
+    for width, depth in ((256, 2), (256, 8), (1024, 4), (1024, 16)):
+        for batch in (1, 64):
+            row = run_case(width, depth, batch)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print(
+        "\n| MLP width x depth | batch | nodes (patched) | eager GPU/CPU us | replay+copy+clone GPU/CPU us | launcher GPU/CPU us | pool MiB | fallback |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        e, c, lch = r["eager"], r["replay_copy_clone"], r["launcher"]
+        print(
+            f"| {r['width']}x{r['depth']} | {r['batch']} | {r['graph_nodes']} ({r['patched_nodes']}) | "
+            f"{e['gpu_us']}/{e['cpu_us']} | {c['gpu_us']}/{c['cpu_us']} | {lch['gpu_us']}/{lch['cpu_us']} | "
+            f"{r['replay_pool_mib']} | {r['launcher_fallback'] or '-'} |"
+        )
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(
+                {
+                    "device": torch.cuda.get_device_name(0),
+                    "torch": torch.__version__,
+                    "cuda": torch.version.cuda,
+                    "python": platform.python_version(),
+                    "iterations": ITERS,
+                    "rows": rows,
+                },
+                handle,
+                indent=1,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

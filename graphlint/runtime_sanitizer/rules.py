@@ -120,3 +120,51 @@ GRAPH_POOL_MEMORY = declare(
         """,
     )
 )
+
+STALE_OUTPUT_READ = declare(
+    Rule(
+        code="GL503",
+        name="stale-output-read",
+        summary=(
+            "An output of replay k (a view, a `detach()`, a graphed callable's return value) read "
+            "after replay k+1 overwrote it."
+        ),
+        why=(
+            "Every replay writes its outputs into the same memory; a handle kept from an earlier "
+            "replay silently shows the newest values."
+        ),
+        example="""
+            first = graphed(a)
+            second = graphed(b)
+            compare(first, second)  # first now holds b's result
+        """,
+        use_instead="""
+            first = graphed(a).clone()
+            second = graphed(b)
+            compare(first, second)
+        """,
+    )
+)
+
+REPLAY_ON_UNCHANGED_INPUTS = declare(
+    Rule(
+        code="GL506",
+        name="replay-on-unchanged-inputs",
+        severity="warning",
+        summary=(
+            "A replay whose static inputs were not written since the previous replay, in a graph "
+            "replayed more than once."
+        ),
+        why="The graph recomputes on the same inputs: new data never reached the static input buffers.",
+        example="""
+            for batch in loader:
+                static_x = batch  # rebinding, not copying
+                g.replay()
+        """,
+        use_instead="""
+            for batch in loader:
+                static_x.copy_(batch)
+                g.replay()
+        """,
+    )
+)

@@ -1,0 +1,267 @@
+"""Sanitized replay for graphs the program captures itself (needs torch; CUDA to be useful).
+
+While installed, every `torch.cuda.graph` capture is watched by a dispatch mode that learns
+which tensors the graph reads (static inputs: tensors that existed before the capture) and
+which memory it writes (static outputs: tensors made during it). Every `CUDAGraph.replay`
+(also the ones `make_graphed_callables` makes) is counted per graph, and outside captures
+a dispatch mode gives each new tensor that aliases a graph's output memory (a view, a
+`detach()`, a graphed callable's return value) the generation of the replay it came from.
+
+- GL503: such a handle of replay k read after replay k+1 overwrote it (the graph, the
+  output, both replays and the reading site are named). The static output tensor itself
+  always holds the newest replay and is not a stale handle.
+- GL506: a replay whose static inputs were not written (tensor version counters) since the
+  previous replay, when the graph has been replayed more than once.
+
+Findings are collected (warn) or raised (`mode="raise"`); `uninstall()` restores torch.
+"""
+
+from __future__ import annotations
+
+import traceback
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphlint.findings import Finding
+from graphlint.runtime_sanitizer.rules import REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
+
+
+class StaleOutputRead(RuntimeError):
+    """Raised in `mode="raise"` when a stale output handle is read (GL503)."""
+
+
+@dataclass
+class _GraphState:
+    label: str
+    inputs: list[tuple[Any, int]] = field(default_factory=list)  # (weakref to tensor, version at last replay)
+    output_ranges: list[tuple[int, int]] = field(default_factory=list)
+    replays: int = 0
+    unchanged_reported: bool = False
+
+
+def _user_site() -> tuple[str, int]:
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        name = frame.filename.replace("\\\\", "/")
+        if "/torch/" in name or "/graphlint/runtime_sanitizer/" in name or "/_pytest/" in name or "/pluggy/" in name:
+            continue
+        return frame.filename, frame.lineno or 1
+    return "<unknown>", 1
+
+
+def _ranges(tensors: list[Any]) -> list[tuple[int, int]]:
+    result = []
+    for tensor in tensors:
+        try:
+            storage = tensor.untyped_storage()
+            result.append((storage.data_ptr(), storage.nbytes()))
+        except Exception:
+            continue
+    return result
+
+
+class ReplayGuard:
+    def __init__(self, mode: str = "warn") -> None:
+        if mode not in ("warn", "raise"):
+            raise ValueError("mode must be 'warn' or 'raise'")
+        self.mode = mode
+        self.findings: list[Finding] = []
+        self._graphs: dict[int, _GraphState] = {}
+        self._handles: dict[int, tuple[Any, int, int]] = {}  # id(tensor) -> (weakref, graph id, generation)
+        self._saved: dict[str, Any] = {}
+        self._outer = None
+        self._capturing: list[Any] = []
+
+    # -- install / uninstall -------------------------------------------------------------
+    def install(self) -> ReplayGuard:
+        import torch
+
+        guard = self
+        graph_cls = torch.cuda.graph
+        original_enter, original_exit = graph_cls.__enter__, graph_cls.__exit__
+        original_replay = torch.cuda.CUDAGraph.replay
+        self._saved = {"enter": original_enter, "exit": original_exit, "replay": original_replay}
+
+        def enter(ctx):
+            result = original_enter(ctx)
+            guard._begin_capture(ctx)
+            return result
+
+        def exit_(ctx, *exc):
+            guard._end_capture(ctx)
+            return original_exit(ctx, *exc)
+
+        def replay(graph):
+            guard._before_replay(graph)
+            return original_replay(graph)
+
+        graph_cls.__enter__, graph_cls.__exit__ = enter, exit_
+        torch.cuda.CUDAGraph.replay = replay
+        self._outer = _HandleMode(self)
+        self._outer.__enter__()
+        return self
+
+    def uninstall(self) -> None:
+        import torch
+
+        if self._outer is not None:
+            self._outer.__exit__(None, None, None)
+            self._outer = None
+        if self._saved:
+            torch.cuda.graph.__enter__ = self._saved["enter"]
+            torch.cuda.graph.__exit__ = self._saved["exit"]
+            torch.cuda.CUDAGraph.replay = self._saved["replay"]
+            self._saved = {}
+
+    def __enter__(self) -> ReplayGuard:
+        return self.install()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.uninstall()
+
+    # -- capture -------------------------------------------------------------------------
+    def _begin_capture(self, ctx: Any) -> None:
+        recorder = _CaptureMode()
+        recorder.__enter__()
+        self._capturing.append((ctx, recorder))
+
+    def _end_capture(self, ctx: Any) -> None:
+        if not self._capturing:
+            return
+        _, recorder = self._capturing.pop()
+        recorder.__exit__(None, None, None)
+        graph = getattr(ctx, "cuda_graph", None)
+        if graph is None:
+            return
+        made = {id(t) for t in recorder.made}
+        made_ranges = _ranges(recorder.made)
+        inputs = []
+        for tensor in recorder.read:
+            if id(tensor) in made:
+                continue
+            ptr = tensor.untyped_storage().data_ptr()
+            if any(start <= ptr < start + size for start, size in made_ranges):
+                continue
+            inputs.append((weakref.ref(tensor), tensor._version))
+        site = _user_site()
+        self._graphs[id(graph)] = _GraphState(f"graph captured at {site[0]}:{site[1]}", inputs, made_ranges)
+
+    # -- replay --------------------------------------------------------------------------
+    def _before_replay(self, graph: Any) -> None:
+        state = self._graphs.get(id(graph))
+        if state is None:
+            return
+        state.replays += 1
+        live = [(ref(), version) for ref, version in state.inputs]
+        live = [(t, v) for t, v in live if t is not None]
+        if state.replays > 2 and live and not state.unchanged_reported:
+            if all(t._version == v for t, v in live):
+                state.unchanged_reported = True
+                path, line = _user_site()
+                self._report(
+                    REPLAY_ON_UNCHANGED_INPUTS,
+                    f"replay {state.replays} of the {state.label} runs on static inputs that were not written since "
+                    "replay {0}: it recomputes the same result".format(state.replays - 1),
+                    path,
+                    line,
+                )
+        state.inputs = [(weakref.ref(t), t._version) for t, _ in live]
+
+    # -- handles -------------------------------------------------------------------------
+    def _note_new(self, tensor: Any) -> None:
+        if self._capturing:
+            return
+        try:
+            ptr = tensor.untyped_storage().data_ptr()
+        except Exception:
+            return
+        for graph_id, state in self._graphs.items():
+            if state.replays and any(start <= ptr < start + size for start, size in state.output_ranges):
+                key = id(tensor)
+                self._handles[key] = (
+                    weakref.ref(tensor, lambda _, k=key: self._handles.pop(k, None)),
+                    graph_id,
+                    state.replays,
+                )
+                return
+
+    def _check_read(self, tensor: Any) -> None:
+        entry = self._handles.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:
+            return
+        _, graph_id, generation = entry
+        state = self._graphs.get(graph_id)
+        if state is None or state.replays <= generation:
+            return
+        path, line = _user_site()
+        self._handles.pop(id(tensor), None)  # one report per handle
+        self._report(
+            STALE_OUTPUT_READ,
+            f"an output of replay {generation} of the {state.label} is read after replay {state.replays} overwrote it",
+            path,
+            line,
+        )
+
+    def _report(self, rule: Any, message: str, path: str, line: int) -> None:
+        finding = Finding(rule.code, rule.name, rule.severity, message, path, line, 1, line, 1)
+        self.findings.append(finding)
+        if self.mode == "raise" and rule.code == "GL503":
+            raise StaleOutputRead(message)
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _tensors(item)]
+    return []
+
+
+def _dispatch_mode_base():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+class _CaptureMode(_dispatch_mode_base()):
+    """During a capture: what the graph reads, and what it makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: list[Any] = []
+        self.made: list[Any] = []
+        self._seen: set[int] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        for tensor in _tensors(args) + _tensors(kwargs):
+            if id(tensor) not in self._seen and tensor.is_cuda:
+                self._seen.add(id(tensor))
+                self.read.append(tensor)
+        for tensor in _tensors(out):
+            if tensor.is_cuda:
+                self._seen.add(id(tensor))
+                self.made.append(tensor)
+        return out
+
+
+class _HandleMode(_dispatch_mode_base()):
+    """Outside captures: reads of stale handles, and new aliases of graph outputs."""
+
+    def __init__(self, guard: ReplayGuard) -> None:
+        super().__init__()
+        self.guard = guard
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for tensor in _tensors(args) + _tensors(kwargs):
+            self.guard._check_read(tensor)
+        out = func(*args, **kwargs)
+        for tensor in _tensors(out):
+            self.guard._note_new(tensor)
+        return out

@@ -1,0 +1,79 @@
+"""Sanitized replay on a real GPU: GL503 stale reads and GL506 unchanged inputs (marker `cuda`)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the replay guard needs torch")
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: sanitized replay needs a GPU"),
+]
+
+from graphlint.runtime_sanitizer.replay_guard import ReplayGuard  # noqa: E402
+
+
+def _captured(model, static_x):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_out = model(static_x)
+    return g, static_out
+
+
+def test_stale_view_of_a_plain_graph_output_is_gl503_and_a_clone_is_not() -> None:
+    model = torch.nn.Linear(16, 16).cuda()
+    static_x = torch.randn(4, 16, device="cuda")
+    with torch.no_grad(), ReplayGuard() as guard:
+        g, static_out = _captured(model, static_x)
+        static_x.copy_(torch.randn(4, 16, device="cuda"))
+        g.replay()
+        first_row = static_out[0]  # a handle of replay 1
+        kept = static_out.clone()  # a copy: safe
+        static_x.copy_(torch.randn(4, 16, device="cuda"))
+        g.replay()
+        _ = kept * 2
+        _ = first_row * 2  # read after replay 2
+    codes = [f.code for f in guard.findings]
+    assert codes == ["GL503"], guard.findings
+    assert guard.findings[0].path.endswith("test_replay_guard_cuda.py")
+
+
+def test_graphed_callable_outputs_kept_across_calls_are_gl503() -> None:
+    model = torch.nn.Linear(16, 16).cuda()
+    sample = torch.randn(4, 16, device="cuda", requires_grad=True)
+    with ReplayGuard() as guard:
+        graphed = torch.cuda.make_graphed_callables(model, (sample,))
+        a = graphed(torch.randn(4, 16, device="cuda", requires_grad=True))
+        b = graphed(torch.randn(4, 16, device="cuda", requires_grad=True))
+        (a - b).sum()
+    assert "GL503" in [f.code for f in guard.findings], guard.findings
+
+
+def test_replays_on_unchanged_inputs_are_gl506_and_updated_ones_are_not() -> None:
+    model = torch.nn.Linear(16, 16).cuda()
+    static_x = torch.randn(4, 16, device="cuda")
+    with torch.no_grad(), ReplayGuard() as stale:
+        g, _static_out = _captured(model, static_x)
+        for batch in [torch.randn(4, 16, device="cuda") for _ in range(3)]:
+            static_x_rebound = batch  # noqa: F841 - the bug: rebinding instead of copy_
+            g.replay()
+    assert [f.code for f in stale.findings] == ["GL506"], stale.findings
+    with torch.no_grad(), ReplayGuard() as clean:
+        g2, out2 = _captured(model, static_x)
+        for batch in [torch.randn(4, 16, device="cuda") for _ in range(3)]:
+            static_x.copy_(batch)
+            g2.replay()
+            _ = out2.sum()
+    assert clean.findings == [], clean.findings
+
+
+def test_uninstall_restores_torch() -> None:
+    original = torch.cuda.CUDAGraph.replay
+    with ReplayGuard():
+        assert torch.cuda.CUDAGraph.replay is not original
+    assert torch.cuda.CUDAGraph.replay is original

@@ -84,6 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
     check_parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
     check_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
 
+    sanitize_parser = commands.add_parser(
+        "sanitize",
+        help="run a program under the runtime sanitizer: graphlint sanitize -- python SCRIPT [ARGS]",
+    )
+    sanitize_parser.add_argument("--mode", choices=("warn", "error"), default="warn")
+    sanitize_parser.add_argument("--report", metavar="FILE", help="also write the findings to FILE")
+    sanitize_parser.add_argument("--format", choices=FORMATS, default="json", help="format of --report (default json)")
+    sanitize_parser.add_argument(
+        "program", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS] | -- python -m MODULE"
+    )
+
     rule_parser = commands.add_parser("rule", help="print a rule's documentation")
     rule_parser.add_argument("code")
     commands.add_parser("rules", help="list every rule")
@@ -98,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(args)
         if args.command == "rule":
             return _rule(args.code)
+        if args.command == "sanitize":
+            return _sanitize(args)
         if args.command == "rules":
             return _rules()
         parser.print_help(sys.stderr)
@@ -111,6 +124,29 @@ def main(argv: list[str] | None = None) -> int:
         print("graphlint: internal error (please report this):", file=sys.stderr)
         traceback.print_exc()
         return EXIT_ERROR
+
+
+def _sanitize(args: argparse.Namespace) -> int:
+    from graphlint.reporters.text import format_finding
+    from graphlint.runtime_sanitizer.run_program import UsageError, run
+
+    command = args.program[1:] if args.program[:1] == ["--"] else args.program
+    try:
+        status, findings, why_off = run(command)
+    except UsageError as error:
+        raise _UsageError(str(error)) from None
+    if why_off:
+        print(f"graphlint sanitize: inactive ({why_off}); the program ran unchanged", file=sys.stderr)
+    for finding in findings:
+        print(format_finding(finding), file=sys.stderr)
+    if findings:
+        print(f"graphlint sanitize: {len(findings)} finding{'s' if len(findings) != 1 else ''}", file=sys.stderr)
+    if args.report:
+        files = tuple(sorted({f.path for f in findings}))
+        Path(args.report).write_text(render(args.format, findings, ReportContext(files=files)), encoding="utf-8")
+    if args.mode == "error" and findings and status == 0:
+        return EXIT_FINDINGS
+    return status
 
 
 def _rule(code: str) -> int:

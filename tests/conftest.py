@@ -48,3 +48,14 @@ def write_tree(tmp_path: Path):
         return tmp_path
 
     return write
+
+
+pytest_plugins = ["pytester"]
+
+
+def plugin_args() -> list[str]:
+    """Load the sanitizer plugin in a pytester run unless its entry point already does."""
+    from importlib.metadata import entry_points
+
+    registered = any(ep.value == "graphlint.runtime_sanitizer.pytest_plugin" for ep in entry_points(group="pytest11"))
+    return [] if registered else ["-p", "graphlint.runtime_sanitizer.pytest_plugin"]

@@ -239,12 +239,17 @@ class _CaptureMode(_dispatch_mode_base()):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        for tensor in _tensors(args) + _tensors(kwargs):
-            if id(tensor) not in self._seen and tensor.is_cuda:
-                self._seen.add(id(tensor))
-                self.read.append(tensor)
-        for tensor in _tensors(out):
+        inputs = _tensors(args) + _tensors(kwargs)
+        input_storages = set()
+        for tensor in inputs:
             if tensor.is_cuda:
+                input_storages.add(tensor.untyped_storage().data_ptr())
+                if id(tensor) not in self._seen:
+                    self._seen.add(id(tensor))
+                    self.read.append(tensor)
+        for tensor in _tensors(out):
+            # A view (weight.t(), x[0]) shares its input's memory: it is not graph output memory.
+            if tensor.is_cuda and tensor.untyped_storage().data_ptr() not in input_storages:
                 self._seen.add(id(tensor))
                 self.made.append(tensor)
         return out

@@ -70,6 +70,18 @@ def test_unchanged_inputs_clean_twin():
         g.replay()
 
 
+@pytest.mark.graphlint(ignore=["GL503"])
+@torch.no_grad()
+def test_findings_fixture_sees_its_own_findings(graphlint_findings):
+    g, x, out = captured()
+    g.replay()
+    first = out[0]
+    x.copy_(torch.randn_like(x))
+    g.replay()
+    first.sum()
+    assert [f.code for f in graphlint_findings] == ["GL503"]
+
+
 @pytest.mark.graphlint(ignore=["GL506"])
 @torch.no_grad()
 def test_unchanged_inputs_ignored_by_marker():
@@ -82,7 +94,7 @@ def test_unchanged_inputs_ignored_by_marker():
 def test_error_mode_fails_exactly_the_hazardous_tests(pytester) -> None:
     pytester.makepyfile(test_seeded=SUITE)
     result = pytester.runpytest_subprocess(*plugin_args(), "--graphlint-sanitize=error", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3, failed=2)
+    result.assert_outcomes(passed=4, failed=2)
     text = result.stdout.str()
     assert "graphlint sanitizer: active, mode error" in text
     assert "test_stale_read_hazard: GL503" in text
@@ -95,5 +107,5 @@ def test_error_mode_fails_exactly_the_hazardous_tests(pytester) -> None:
 def test_warn_mode_reports_without_failing(pytester) -> None:
     pytester.makepyfile(test_seeded=SUITE)
     result = pytester.runpytest_subprocess(*plugin_args(), "--graphlint-sanitize", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
     assert "GL503" in result.stdout.str()

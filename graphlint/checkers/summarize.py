@@ -1118,6 +1118,14 @@ class FunctionWalker:
             self._graphed_entry(call, name)
         elif name == "torch.compile" and call.args and _is_compile_capture(call):
             self._entry_targets(call.args[0], call, COMPILE)
+        elif (
+            isinstance(call.func, ast.Call)
+            and call.args
+            and self.resolve(call.func.func) == "torch.compile"
+            and not call.func.args
+            and _is_compile_capture(call.func)
+        ):
+            self._entry_targets(call.args[0], call, COMPILE)  # torch.compile(mode="reduce-overhead")(step)
         elif isinstance(call.func, ast.Attribute) and call.func.attr == "compile" and _is_compile_capture(call):
             receiver = self.ty(call.func.value)
             if receiver is not None and receiver.kind == T.INSTANCE:

@@ -142,6 +142,7 @@ class StreamFlow:
         self.pending_host: dict[str, tuple[ast.AST, int]] = {}  # GL303: host buffer -> (copy, position)
         self.reported: set[tuple[str, int, int]] = set()
         self.statement: ast.stmt | None = None
+        self.handed: list[tuple[str, str, ast.stmt]] = []  # (name, side stream, binding statement)
         self.params = set(walker.summary.params) | {"self", "cls"}
 
     # -- ordering model --------------------------------------------------------------------
@@ -188,6 +189,16 @@ class StreamFlow:
     # -- walk ----------------------------------------------------------------------------
     def run(self, body: list[ast.stmt]) -> None:
         self.block(body)
+        for name, side, stmt in self.handed:
+            if not any(tensor == name and stream != side for tensor, stream in self.recorded):
+                self.report(
+                    "GL301",
+                    stmt,
+                    f"`{name}` was allocated on `{side}` and is handed to the current stream without "
+                    f"`{name}.record_stream(torch.cuda.current_stream())`: once it is freed, the allocator "
+                    f"can reuse it on `{side}` while the current stream still reads it",
+                    _record_stream_fix(self.w.st, stmt, name, "torch.cuda.current_stream()"),
+                )
         if self.w.is_module:
             return  # module globals live on
         end = self.tick()
@@ -293,7 +304,13 @@ class StreamFlow:
             now = self.tick()
             if name in self.tensors:
                 self.release(name, stmt, now)
-            if value is not None and self._is_tensor_value(value):
+            side = self._side_allocated_attribute(value)
+            if side is not None and self.current[-1] == MAIN:
+                # `inp = self.next_input`, made on a side stream by another method: from here on
+                # the current stream uses it, so the allocator must be told (record_stream).
+                self.handed.append((name, side, stmt))
+                self.tensors.pop(name, None)
+            elif value is not None and self._is_tensor_value(value):
                 stream = self.current[-1]
                 self.tensors[name] = _Tensor(stream, (stream, now), local=name not in self.w.globals)
             else:
@@ -306,6 +323,17 @@ class StreamFlow:
         if value is not None:
             self.escape(value)
         self.use_target(target, write=True)
+
+    def _side_allocated_attribute(self, value: ast.AST | None) -> str | None:
+        """The side stream that made `self.attr`, when another method assigns it under one."""
+        if not (
+            isinstance(value, ast.Attribute)
+            and isinstance(value.value, ast.Name)
+            and value.value.id == "self"
+            and self.w.class_qualname
+        ):
+            return None
+        return _side_stream_attributes(self.w).get(value.attr)
 
     def _is_tensor_value(self, value: ast.AST) -> bool:
         """Device tensors computed here; host data and values of unknown origin are not tracked."""
@@ -516,6 +544,53 @@ def _is_host_read(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     return True
 
 
+def _side_stream_attributes(walker: FunctionWalker) -> dict[str, str]:
+    """`self.attr` assigned a device tensor inside `with torch.cuda.stream(s):` in any method of
+    the walker's class: attribute -> stream. Computed once per class node."""
+    node = walker.st.class_nodes.get(walker.class_qualname or "")
+    if node is None:
+        return {}
+    cache = walker.st.__dict__.setdefault("side_stream_attributes", {})
+    cached = cache.get(walker.class_qualname)
+    if cached is not None:
+        return cached
+    found: dict[str, str] = {}
+    methods = []
+    seen: set[str] = set()
+    queue = [walker.class_qualname or ""]
+    while queue:  # the class and its bases defined in this file
+        current = queue.pop()
+        if current in seen or current not in walker.st.class_nodes:
+            continue
+        seen.add(current)
+        methods.extend(walker.st.class_nodes[current].body)
+        queue.extend(walker.st.summary.classes[current].bases)
+    for method in methods:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for inner in ast.walk(method):
+            if not isinstance(inner, (ast.With, ast.AsyncWith)):
+                continue
+            for item in inner.items:
+                context = item.context_expr
+                if not (isinstance(context, ast.Call) and context.args):
+                    continue
+                if walker.resolve(context.func) not in _STREAM_CONTEXTS:
+                    continue
+                stream = source_text(context.args[0])
+                for stmt in ast.walk(inner):
+                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+                        for target in stmt.targets:
+                            if (
+                                isinstance(target, ast.Attribute)
+                                and isinstance(target.value, ast.Name)
+                                and target.value.id == "self"
+                            ):
+                                found[target.attr] = stream
+    cache[walker.class_qualname] = found
+    return found
+
+
 def _targets_host(call: ast.Call) -> bool:
     device = T.keyword(call, "device") or (call.args[0] if call.args else None)
     return (
@@ -531,8 +606,10 @@ def _show(stream: str) -> str:
 
 def _record_stream_fix(state: ModuleState, statement: ast.stmt, name: str, stream: str) -> Fix | None:
     """Insert `x.record_stream(s)` after the last statement that used `x` on `s`."""
-    if stream == MAIN or statement.end_lineno is None:
+    if statement.end_lineno is None:
         return None
+    if stream == MAIN:
+        stream = "torch.cuda.current_stream()"
     _, _, end_line, end_col = state.span(statement)
     indent = " " * statement.col_offset
     return Fix(

@@ -433,6 +433,13 @@ class StreamFlow:
             self.host_syncs.append((None, now, now))
             self.pending_host.clear()
             return
+        if name is not None and name.split(".")[-1] in _COLLECTIVES_WRITING_FIRST_ARG and call.args:
+            # dist.all_reduce(t), dist.all_gather_into_tensor(out, x): the collective writes its
+            # first tensor on the current stream.
+            first = call.args[0]
+            if isinstance(first, ast.Name) and first.id in self.tensors:
+                self.tensors[first.id].produced = (self.current[-1], now)
+            return
         if not isinstance(func, ast.Attribute):
             return
         method = func.attr
@@ -523,6 +530,20 @@ _NOT_READING_ATTRS = frozenset(
     }
 )
 _HOST_SYNCING_METHODS = frozenset({"item", "tolist", "numpy"})
+_COLLECTIVES_WRITING_FIRST_ARG = frozenset(
+    {
+        "all_reduce",
+        "all_gather_into_tensor",
+        "_all_gather_base",
+        "reduce_scatter_tensor",
+        "_reduce_scatter_base",
+        "broadcast",
+        "all_to_all_single",
+        "reduce",
+        "recv",
+        "irecv",
+    }
+)
 _STORING_METHODS = frozenset({"append", "extend", "insert", "put", "put_nowait", "add", "setdefault"})
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from graphlint.checkers import capture_rules, replay_rules, stream_rules
 from graphlint.checkers import types as T
+from graphlint.checkers.kinds import GRAPHED_CALLABLES, ValueKinds, is_compile_capture
 from graphlint.checkers.model import (
     COMPILE,
     GRAPH,
@@ -32,9 +33,6 @@ _BUILTINS = frozenset(dir(builtins))
 _CAPTURE_CONTEXTS = frozenset({"torch.cuda.graph"})
 _STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.streams.StreamContext"})
 _AUTOCAST = frozenset({"torch.autocast", "torch.cuda.amp.autocast"})
-_GRAPHED_CALLABLES = frozenset(
-    {"torch.cuda.make_graphed_callables", "transformer_engine.pytorch.make_graphed_callables"}
-)
 _CAPTURING_GUARDS = frozenset(
     {
         "torch.cuda.is_current_stream_capturing",
@@ -43,25 +41,8 @@ _CAPTURING_GUARDS = frozenset(
         "torch.compiler.is_dynamo_compiling",
     }
 )
-_CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
-_MODULE_CHAINING = frozenset(
-    {"cuda", "to", "eval", "train", "half", "float", "bfloat16", "double", "requires_grad_", "cpu", "type", "to_empty"}
-)
 _ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "wait", "record", "record_event", "synchronize"})
 _FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def _is_compile_capture(call: ast.Call) -> bool:
-    """torch.compile(..., mode="reduce-overhead"|"max-autotune" | options={"triton.cudagraphs": True})."""
-    mode = T.keyword(call, "mode")
-    if isinstance(mode, ast.Constant) and mode.value in _CUDAGRAPH_MODES:
-        return True
-    options = T.keyword(call, "options")
-    if isinstance(options, ast.Dict):
-        for key, value in zip(options.keys, options.values, strict=False):
-            if isinstance(key, ast.Constant) and key.value == "triton.cudagraphs" and T.is_true(value):
-                return True
-    return False
 
 
 class ModuleState:
@@ -228,7 +209,7 @@ class FileSummarizer:
         st = self.state
         for node in self._graphed_calls:
             parts = dotted_parts(node.func)
-            if (st.resolve_parts(parts) if parts else None) not in _GRAPHED_CALLABLES:
+            if (st.resolve_parts(parts) if parts else None) not in GRAPHED_CALLABLES:
                 continue
             first = node.args[0] if node.args else T.keyword(node, "callables") or T.keyword(node, "modules")
             if first is not None:
@@ -237,7 +218,7 @@ class FileSummarizer:
                     st.graphed_modules.add(source_text(element))
 
 
-class FunctionWalker:
+class FunctionWalker(ValueKinds):
     """Walks one function (or the module body) in statement order."""
 
     def __init__(
@@ -294,32 +275,6 @@ class FunctionWalker:
                 ty = self.annotation_ty(arg.annotation)
                 if ty is not None:
                     self.env[arg.arg] = ty
-
-    def annotation_ty(self, annotation: ast.expr) -> T.Ty | None:
-        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-            try:
-                annotation = ast.parse(annotation.value, mode="eval").body
-            except SyntaxError:
-                return None
-        if isinstance(annotation, ast.Subscript):  # Optional[Tensor]
-            outer = self.resolve(annotation.value) or ""
-            if outer.endswith("Optional"):
-                return self.annotation_ty(annotation.slice)
-            return None
-        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):  # Tensor | None
-            return self.annotation_ty(annotation.left) or self.annotation_ty(annotation.right)
-        name = self.resolve(annotation)
-        if name in ("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter"):
-            return T.T_TENSOR
-        if name in ("int", "float", "bool", "str"):
-            return T.T_PY
-        if name in ("torch.cuda.Stream",):
-            return T.Ty(T.STREAM)
-        if name in ("torch.cuda.Event",):
-            return T.Ty(T.EVENT)
-        if name and name in self.st.summary.classes:
-            return T.Ty(T.INSTANCE, ref=name)
-        return None
 
     @property
     def ordering(self) -> list[tuple[int, str, str, list[str]]]:
@@ -455,286 +410,6 @@ class FunctionWalker:
     def _new_region(self, node: ast.AST, label: str, target: str | None, kind: str = GRAPH) -> int:
         self.st.summary.regions.append(Region(node.lineno, label, target, kind))
         return len(self.st.summary.regions) - 1
-
-    # -- types ---------------------------------------------------------------------------
-    def ty(self, node: ast.AST | None) -> T.Ty | None:
-        """The kind of value ``node`` evaluates to (memoised until the next statement)."""
-        if node is None:
-            return None
-        key = id(node)
-        cache = self._ty_cache
-        if key in cache:
-            return cache[key]
-        result = cache[key] = self._ty(node)
-        return result
-
-    def _ty(self, node: ast.AST) -> T.Ty | None:
-        if isinstance(node, ast.Name):
-            return self.lookup(node.id)
-        if isinstance(node, ast.Constant):
-            return T.T_PY
-        if isinstance(node, (ast.List, ast.Tuple, ast.ListComp)):
-            element = self._element_class_of(node)
-            return T.Ty(T.PY, element=element) if element else T.T_PY
-        if isinstance(node, (ast.Dict, ast.Set, ast.DictComp, ast.SetComp, ast.JoinedStr)):
-            return T.T_PY
-        if isinstance(node, ast.Attribute):
-            return self._attribute_ty(node)
-        if isinstance(node, ast.Call):
-            return self._call_ty(node)
-        if isinstance(node, ast.BinOp):
-            left, right = self.ty(node.left), self.ty(node.right)
-            kinds = {k.kind for k in (left, right) if k is not None}
-            if kinds & T.TENSORISH:
-                if isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)) and kinds <= {T.MASK, T.PY}:
-                    return T.T_MASK
-                if kinds & {T.TENSOR, T.MASK}:
-                    return T.T_TENSOR
-                return T.T_HOST
-            if left is not None and right is not None and left.kind == T.PY and right.kind == T.PY:
-                return T.T_PY
-            return None
-        if isinstance(node, ast.UnaryOp):
-            inner = self.ty(node.operand)
-            if isinstance(node.op, ast.Not):
-                return T.T_MASK if inner is not None and inner.tensorish else (T.T_PY if inner else None)
-            if isinstance(node.op, ast.Invert) and inner is not None and inner.kind == T.MASK:
-                return T.T_MASK
-            return inner if inner is not None and (inner.tensorish or inner.kind == T.PY) else None
-        if isinstance(node, ast.Compare):
-            if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
-                return T.T_PY
-            operands = [node.left, *node.comparators]
-            if any((self.ty(o) or T.T_PY).tensorish for o in operands):
-                return T.T_MASK
-            if all(self.ty(o) is not None for o in operands):
-                return T.T_PY
-            return None
-        if isinstance(node, ast.BoolOp):
-            values = [self.ty(v) for v in node.values]
-            if any(v is not None and v.tensorish for v in values):
-                return T.T_MASK
-            return T.T_PY if all(v is not None for v in values) else None
-        if isinstance(node, ast.Subscript):
-            base = self.ty(node.value)
-            if base is None:
-                return None
-            if base.tensorish:
-                return T.T_TENSOR if base.kind == T.MASK else base
-            if base.kind == T.PY:
-                return T.T_PY
-            if base.element:
-                return T.Ty(T.INSTANCE, ref=base.element)
-            if base.kind == T.GRAPHED:
-                return T.Ty(T.GRAPHED)
-            return None
-        if isinstance(node, ast.IfExp):
-            body, orelse = self.ty(node.body), self.ty(node.orelse)
-            return body if body == orelse else None
-        if isinstance(node, ast.NamedExpr):
-            return self.ty(node.value)
-        if isinstance(node, (ast.Await, ast.Starred)):
-            return None
-        return None
-
-    def _attribute_ty(self, node: ast.Attribute) -> T.Ty | None:
-        base = self.ty(node.value)
-        if base is not None:
-            if base.kind == T.INSTANCE and base.ref:
-                found = self._class_attr(base.ref, node.attr)
-                if found is not None:
-                    return found
-                if self._class_method(base.ref, node.attr):
-                    return T.Ty(T.FUNCTION, ref=f"{base.ref}:{node.attr}")
-                return None
-            if base.tensorish:
-                if node.attr in T.PY_ATTRS:
-                    return T.T_PY
-                if node.attr in T.TENSOR_ATTRS:
-                    return base if base.kind != T.MASK else T.T_TENSOR
-                return None
-            if base.kind == T.PY:
-                return None
-            return None
-        if node.attr in T.PY_ATTRS and isinstance(node.value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
-            # x.shape / x.dtype / x.device on anything: a Python value, whatever x is.
-            return T.T_PY if self.resolve(node) is None else None
-        name = self.resolve(node)
-        if name and name.startswith("torch.") and name.split(".")[-1] in _TORCH_DTYPES:
-            return T.T_PY
-        return None
-
-    def _class_attr(self, class_qualname: str, attr: str) -> T.Ty | None:
-        seen = set()
-        queue = [class_qualname]
-        while queue:
-            current = queue.pop(0)
-            if current in seen:
-                continue
-            seen.add(current)
-            attrs = self.st.class_attrs.get(current)
-            if attrs is None:
-                continue
-            if attr in attrs:
-                return attrs[attr]
-            queue.extend(self.st.summary.classes[current].bases)
-        return None
-
-    def _class_method(self, class_qualname: str, method: str) -> bool:
-        summary = self.st.summary.classes.get(class_qualname)
-        return summary is not None and method in summary.methods
-
-    def _call_ty(self, node: ast.Call) -> T.Ty | None:
-        func = node.func
-        name = self.resolve(func)
-        if name is not None:
-            return self._named_call_ty(name, node)
-        if isinstance(func, ast.Attribute):
-            method = func.attr
-            receiver = self.ty(func.value)
-            if receiver is not None and receiver.tensorish:
-                if method in T.PY_METHODS:
-                    return T.T_PY
-                if method == "cpu" or (method == "to" and _first_device_is_host(node)):
-                    return T.T_HOST
-                if method in ("cuda",) or (method == "to" and receiver.kind == T.HOST and _has_device_arg(node)):
-                    return T.T_TENSOR
-                if method in T.MASK_METHODS:
-                    return T.T_MASK
-                if method == "pin_memory":
-                    return T.T_HOST
-                return receiver if receiver.kind != T.MASK else T.T_TENSOR
-            if receiver is not None and receiver.kind in (T.MODULE, T.INSTANCE) and method in _MODULE_CHAINING:
-                return receiver  # model.cuda(), model.eval(), model.to(device) return the module
-            if receiver is not None and receiver.kind in (T.MODULE, T.GRAPHED):
-                if method in ("forward", "__call__"):
-                    return T.T_TENSOR
-                return None
-            if receiver is not None and receiver.kind == T.INSTANCE:
-                if method == "forward":
-                    return T.T_TENSOR
-                return None
-            if receiver is not None and receiver.kind == T.STREAM and method == "record_event":
-                return T.Ty(T.EVENT)
-            if receiver is None and method in T.TENSOR_ONLY_METHODS:
-                if method in T.MASK_METHODS:
-                    return T.T_MASK
-                return T.T_TENSOR
-            if method == "compile" and receiver is not None and receiver.kind == T.INSTANCE:
-                return None
-            return None
-        callee = self.ty(func)
-        if callee is not None:
-            if callee.kind in (T.MODULE, T.GRAPHED):
-                return T.T_TENSOR
-            if callee.kind == T.INSTANCE:
-                return T.T_TENSOR if self._is_module_class(callee.ref) else None
-        return None
-
-    def _is_module_class(self, qualname: str | None) -> bool:
-        """Calling an instance of a project class runs forward: a module call, a tensor."""
-        seen = set()
-        queue = [qualname] if qualname else []
-        while queue:
-            current = queue.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            if current.startswith("torch.nn.") or current.endswith(".Module"):
-                return True
-            summary = self.st.summary.classes.get(current)
-            if summary is None:
-                if current == qualname:
-                    return True  # defined in another file: calling an instance is a module call
-                continue
-            if "forward" in summary.methods:
-                return True
-            queue.extend(summary.bases)
-        return False
-
-    def _named_call_ty(self, name: str, node: ast.Call) -> T.Ty | None:
-        if T.is_host_factory(name):
-            return T.host_factory_kind(name, node)
-        if name in T.MASK_FUNCTIONS:
-            return T.T_MASK
-        if name in ("torch.cuda.Stream", "torch.cuda.current_stream", "torch.cuda.default_stream"):
-            return T.Ty(T.STREAM)
-        if name == "torch.cuda.Event":
-            return T.Ty(T.EVENT)
-        if name == "torch.cuda.CUDAGraph":
-            return T.Ty(T.GRAPH)
-        if name == "torch.Generator":
-            device = T.keyword(node, "device") or (node.args[0] if node.args else None)
-            return T.Ty(T.GENERATOR) if not T.device_is_host(device) else T.T_PY
-        if name in T.OPTIMIZERS_WITH_CAPTURABLE or name in T.OPTIMIZERS_NEVER_CAPTURABLE:
-            flag = T.keyword(node, "capturable")
-            # capturable=some_flag is unknown, so not reported: only a missing or False flag is.
-            capturable = flag is not None and not T.is_false(flag)
-            fixable = None
-            if name in T.OPTIMIZERS_WITH_CAPTURABLE:
-                fixable = self.st.span(node)
-                self.st.calls_by_span[fixable] = node
-            return T.Ty(T.OPTIMIZER, capturable=capturable, fixable_at=fixable)
-        if name.startswith("torch.optim.") and name.count(".") == 2 and name.split(".")[-1][:1].isupper():
-            return T.Ty(T.OPTIMIZER, capturable=True)  # SGD & co: no host step state
-        if name == "torch.amp.GradScaler":
-            return T.Ty(T.SCALER)
-        if name in _GRAPHED_CALLABLES or (name == "torch.compile" and _is_compile_capture(node)):
-            return T.Ty(T.GRAPHED)  # calling it replays a graph and returns its static outputs
-        if name == "torch.compile":
-            return T.Ty(T.MODULE)  # compiled without CUDA graphs: a plain callable
-        if name in ("torch.nn.ModuleList", "torch.nn.Sequential"):
-            element = self._element_class(node)
-            return T.Ty(T.MODULE, element=element)
-        if name.startswith("torch.nn.") and name.split(".")[-1][:1].isupper():
-            return T.Ty(T.MODULE)
-        if name in self.st.summary.classes:
-            return T.Ty(T.INSTANCE, ref=name)
-        if _looks_like_project_class(name):
-            return T.Ty(T.INSTANCE, ref=name)  # a class from another file: resolved project-wide
-        if T.is_torch_tensor_function(name):
-            device = T.keyword(node, "device")
-            if T.is_true(T.keyword(node, "pin_memory")) or (device is not None and T.device_is_host(device) is True):
-                return T.T_HOST  # torch.empty(..., pin_memory=True), torch.zeros(n, device="cpu")
-            return T.T_TENSOR
-        if name in ("len", "int", "float", "bool", "str", "range", "isinstance", "round", "sum", "abs", "min", "max"):
-            if name in ("min", "max", "abs", "sum") and any((self.ty(a) or T.T_PY).tensorish for a in node.args):
-                return T.T_TENSOR
-            return T.T_PY
-        return None
-
-    def _element_class_of(self, node: ast.List | ast.Tuple | ast.ListComp) -> str | None:
-        """`[Block(d) for _ in range(n)]`, `[a, b]` of one project class -> that class."""
-        elements = [node.elt] if isinstance(node, ast.ListComp) else list(node.elts)
-        classes = set()
-        for element in elements:
-            if isinstance(element, ast.Call):
-                name = self.resolve(element.func)
-                if name is not None and (name in self.st.summary.classes or _looks_like_project_class(name)):
-                    classes.add(name)
-                    continue
-            return None
-        return classes.pop() if len(classes) == 1 else None
-
-    def _element_class(self, node: ast.Call) -> str | None:
-        """nn.ModuleList([Block() for _ in range(n)]) -> the class of its elements."""
-        if not node.args:
-            return None
-        source = node.args[0]
-        candidates: list[ast.expr] = []
-        if isinstance(source, (ast.ListComp, ast.GeneratorExp)):
-            candidates = [source.elt]
-        elif isinstance(source, (ast.List, ast.Tuple)):
-            candidates = list(source.elts)
-        else:
-            candidates = list(node.args)
-        classes = set()
-        for candidate in candidates:
-            ty = self.ty(candidate)
-            if ty is None or ty.kind != T.INSTANCE:
-                return None
-            classes.add(ty.ref)
-        return classes.pop() if len(classes) == 1 else None
 
     # -- statements ----------------------------------------------------------------------
     def walk_body(self, body: list[ast.stmt]) -> None:
@@ -910,7 +585,7 @@ class FunctionWalker:
     def _decorators(self, node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str) -> None:
         for decorator in node.decorator_list:
             if isinstance(decorator, ast.Call) and self.resolve(decorator.func) == "torch.compile":
-                if _is_compile_capture(decorator):
+                if is_compile_capture(decorator):
                     self.st.summary.entries.append(EntryRef(f"f:{qualname}", node.lineno, COMPILE, self.display, False))
 
     def _with(self, stmt: ast.With | ast.AsyncWith) -> None:
@@ -1114,19 +789,19 @@ class FunctionWalker:
     def _visit_call(self, call: ast.Call) -> None:
         name = self.resolve(call.func)
         capture_rules.check_call(self, call, name)
-        if name in _GRAPHED_CALLABLES:
+        if name in GRAPHED_CALLABLES:
             self._graphed_entry(call, name)
-        elif name == "torch.compile" and call.args and _is_compile_capture(call):
+        elif name == "torch.compile" and call.args and is_compile_capture(call):
             self._entry_targets(call.args[0], call, COMPILE)
         elif (
             isinstance(call.func, ast.Call)
             and call.args
             and self.resolve(call.func.func) == "torch.compile"
             and not call.func.args
-            and _is_compile_capture(call.func)
+            and is_compile_capture(call.func)
         ):
             self._entry_targets(call.args[0], call, COMPILE)  # torch.compile(mode="reduce-overhead")(step)
-        elif isinstance(call.func, ast.Attribute) and call.func.attr == "compile" and _is_compile_capture(call):
+        elif isinstance(call.func, ast.Attribute) and call.func.attr == "compile" and is_compile_capture(call):
             receiver = self.ty(call.func.value)
             if receiver is not None and receiver.kind == T.INSTANCE:
                 self._entry_targets(call.func.value, call, COMPILE)
@@ -1229,18 +904,6 @@ class FunctionWalker:
         return f"f:{name}" if name else None
 
 
-_EXTERNAL_ROOTS = frozenset(
-    {"torch", "numpy", "typing", "collections", "dataclasses", "enum", "pathlib", "logging", "abc"}
-)
-
-
-def _looks_like_project_class(name: str) -> bool:
-    """`pkg.layers.Block`: a CamelCase name from a module that is not a known library."""
-    root, _, rest = name.partition(".")
-    tail = name.rsplit(".", 1)[-1]
-    return bool(rest) and root not in _EXTERNAL_ROOTS and tail[:1].isupper() and not tail.isupper()
-
-
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _SCALAR_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "is_async"})
 
@@ -1264,30 +927,6 @@ def _function_ref(ref: str) -> str:
     return f"f:{ref}"
 
 
-_TORCH_DTYPES = frozenset(
-    {
-        "float32",
-        "float",
-        "float16",
-        "half",
-        "bfloat16",
-        "float64",
-        "double",
-        "int64",
-        "long",
-        "int32",
-        "int",
-        "int16",
-        "int8",
-        "uint8",
-        "bool",
-        "complex64",
-        "float8_e4m3fn",
-        "float8_e5m2",
-    }
-)
-
-
 def _element_ty(container: T.Ty | None) -> T.Ty | None:
     if container is None:
         return None
@@ -1296,20 +935,6 @@ def _element_ty(container: T.Ty | None) -> T.Ty | None:
     if container.tensorish:
         return T.T_TENSOR if container.kind == T.MASK else container
     return None
-
-
-def _first_device_is_host(call: ast.Call) -> bool:
-    device = T.keyword(call, "device") or (call.args[0] if call.args else None)
-    return (
-        device is not None
-        and T.device_is_host(device) is True
-        and not (isinstance(device, ast.Constant) and device.value is None)
-    )
-
-
-def _has_device_arg(call: ast.Call) -> bool:
-    device = T.keyword(call, "device") or (call.args[0] if call.args else None)
-    return device is not None and T.device_is_host(device) is False
 
 
 def _autocast_is_cpu(call: ast.Call) -> bool:

@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 
 from graphlint import __version__
+from graphlint.cache import CACHE_DIR_NAME
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
 from graphlint.engine import CheckOptions, CheckResult, check, default_jobs
 from graphlint.findings import Finding
@@ -178,7 +179,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
     if args.no_cache:
         cache_dir = None
     else:
-        cache_dir = Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or ".graphlint_cache")
+        cache_dir = Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
     return CheckOptions(selection=selection, jobs=args.jobs or default_jobs(), cache_dir=cache_dir)
 
 
@@ -203,8 +204,6 @@ def _emit(args: argparse.Namespace, result: CheckResult) -> None:
     context = ReportContext(
         files=tuple(f.display for f in result.files),
         color=to_terminal and args.format == "text" and not os.environ.get("NO_COLOR"),
-        fix_mode=args.fix,
-        unsafe_fixes=args.unsafe_fixes,
     )
     if args.statistics:
         from graphlint.reporters import json_report, text

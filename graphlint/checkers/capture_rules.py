@@ -474,7 +474,7 @@ def check_call(w: FunctionWalker, call: ast.Call, name: str | None) -> None:
         w.hazard("GL101", call, f"`{receiver}.{method}()` copies a tensor to the host")
     elif name is None and method == "cpu" and _maybe_tensor(receiver_ty) and not call.args:
         w.hazard("GL101", call, f"`{receiver}.cpu()` copies a tensor to the host")
-    elif name is None and method == "to" and _maybe_tensor(receiver_ty) and _to_targets_host(call):
+    elif name is None and method == "to" and _maybe_tensor(receiver_ty) and T.call_targets_host(call):
         w.hazard("GL101", call, f"`{receiver}.to('cpu')` copies a tensor to the host")
     elif name in ("torch.cuda.synchronize", "torch.cuda.current_stream.synchronize"):
         w.hazard("GL101", call, "`torch.cuda.synchronize()` waits for the device")
@@ -517,7 +517,7 @@ def check_call(w: FunctionWalker, call: ast.Call, name: str | None) -> None:
     elif name in _LEGACY_CUDA_CONSTRUCTORS and call.args:
         w.hazard("GL104", call, f"`{name}(...)` copies host data onto the GPU")
     elif name is None and method in ("cuda", "to") and receiver_ty is not None and receiver_ty.kind == T.HOST:
-        if method == "cuda" or _to_targets_device(call):
+        if method == "cuda" or T.call_targets_device(call):
             w.hazard("GL104", call, f"`.{method}()` copies host data onto the GPU")
 
     # GL105: host state.
@@ -575,26 +575,6 @@ def _is_logging_call(w: FunctionWalker, call: ast.Call, name: str | None, method
         receiver = source_text(call.func.value).lower()
         return "log" in receiver
     return False
-
-
-def _to_targets_host(call: ast.Call) -> bool:
-    device = T.keyword(call, "device")
-    if device is None and call.args:
-        device = call.args[0]
-    if device is None:
-        return False
-    return T.device_is_host(device) is True and not (isinstance(device, ast.Constant) and device.value is None)
-
-
-def _to_targets_device(call: ast.Call) -> bool:
-    device = T.keyword(call, "device")
-    if device is None and call.args:
-        device = call.args[0]
-    if device is None:
-        return False
-    if isinstance(device, ast.Attribute) and device.attr in ("float16", "bfloat16", "float32", "long"):
-        return False  # .to(torch.float16): a dtype, not a device
-    return T.device_is_host(device) is False
 
 
 def _repeats_are_tensor(w: FunctionWalker, call: ast.Call, function_form: bool) -> bool:

@@ -200,9 +200,9 @@ class ValueKinds:
             if receiver is not None and receiver.tensorish:
                 if method in T.PY_METHODS:
                     return T.T_PY
-                if method == "cpu" or (method == "to" and _first_device_is_host(node)):
+                if method == "cpu" or (method == "to" and T.call_targets_host(node)):
                     return T.T_HOST
-                if method in ("cuda",) or (method == "to" and receiver.kind == T.HOST and _has_device_arg(node)):
+                if method in ("cuda",) or (method == "to" and receiver.kind == T.HOST and T.call_targets_device(node)):
                     return T.T_TENSOR
                 if method in T.MASK_METHODS:
                     return T.T_MASK
@@ -376,17 +376,3 @@ _TORCH_DTYPES = frozenset(
         "float8_e5m2",
     }
 )
-
-
-def _first_device_is_host(call: ast.Call) -> bool:
-    device = T.keyword(call, "device") or (call.args[0] if call.args else None)
-    return (
-        device is not None
-        and T.device_is_host(device) is True
-        and not (isinstance(device, ast.Constant) and device.value is None)
-    )
-
-
-def _has_device_arg(call: ast.Call) -> bool:
-    device = T.keyword(call, "device") or (call.args[0] if call.args else None)
-    return device is not None and T.device_is_host(device) is False

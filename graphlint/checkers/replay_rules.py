@@ -311,12 +311,6 @@ class ReplayFlow:
         self.w.hazard(code, node, message, fix=fix, always=True)
 
     # -- classification --------------------------------------------------------------------
-    def _owner_of(self, node: ast.AST) -> str | None:
-        key = key_of(node)
-        if key is None:
-            return None
-        return self.graph_alias.get(key)
-
     def static_output_graph(self, value: ast.AST) -> str | None:
         """Graph whose static output ``value`` aliases (itself, a view, a kept alias)."""
         node = value

@@ -502,7 +502,7 @@ class StreamFlow:
             return
         if not T.is_true(T.keyword(value, "non_blocking")):
             return
-        if method == "cpu" or (method == "to" and _targets_host(value)):
+        if method == "cpu" or (method == "to" and T.call_targets_host(value)):
             self.pending_host[name] = (value, self.position)
             self.tensors.pop(name, None)
 
@@ -610,15 +610,6 @@ def _side_stream_attributes(walker: FunctionWalker) -> dict[str, str]:
                                 found[target.attr] = stream
     cache[walker.class_qualname] = found
     return found
-
-
-def _targets_host(call: ast.Call) -> bool:
-    device = T.keyword(call, "device") or (call.args[0] if call.args else None)
-    return (
-        device is not None
-        and T.device_is_host(device) is True
-        and not (isinstance(device, ast.Constant) and device.value is None)
-    )
 
 
 def _show(stream: str) -> str:

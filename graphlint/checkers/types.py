@@ -44,10 +44,6 @@ class Ty:
         return self.kind in TENSORISH
 
 
-def kind_of(ty: Ty | None) -> str | None:
-    return ty.kind if ty else None
-
-
 T_TENSOR = Ty(TENSOR)
 T_HOST = Ty(HOST)
 T_MASK = Ty(MASK)
@@ -368,3 +364,30 @@ def host_factory_kind(name: str, call: ast.Call) -> Ty:
 
 def is_host_factory(name: str | None) -> bool:
     return name in _HOST_FACTORIES
+
+
+def _device_argument(call: ast.Call) -> ast.expr | None:
+    return keyword(call, "device") or (call.args[0] if call.args else None)
+
+
+def call_targets_host(call: ast.Call) -> bool:
+    """`.to("cpu")`, `.to(device="cpu")`, `.to(torch.device("cpu"))` (not `.to(None)`)."""
+    device = _device_argument(call)
+    return (
+        device is not None
+        and device_is_host(device) is True
+        and not (isinstance(device, ast.Constant) and device.value is None)
+    )
+
+
+_DTYPE_NAMES = frozenset({"float16", "bfloat16", "float32", "float64", "half", "float", "double", "long", "int"})
+
+
+def call_targets_device(call: ast.Call) -> bool:
+    """`.to("cuda")`, `.to(device)`; `.to(torch.float16)` is a dtype, not a device."""
+    device = _device_argument(call)
+    if device is None:
+        return False
+    if isinstance(device, ast.Attribute) and device.attr in _DTYPE_NAMES:
+        return False
+    return device_is_host(device) is False

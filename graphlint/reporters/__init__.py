@@ -11,8 +11,6 @@ from graphlint.findings import Finding
 class ReportContext:
     files: tuple[str, ...]  # display paths of every file checked, in order
     color: bool = False
-    fix_mode: bool = False  # --fix was given: hints say what remains, not how to fix
-    unsafe_fixes: bool = False
 
 
 FORMATS = ("text", "json", "sarif", "github", "junit")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from graphlint.findings import Finding
+from graphlint.runtime_sanitizer.availability import inactive_reason
 
 _KEY = pytest.StashKey[list]()
 _ACTIVE = pytest.StashKey[str]()  # "" when active, else why not
@@ -42,17 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--graphlint-sanitize") is None:
         config.stash[_ACTIVE] = "off"
         return
-    config.stash[_ACTIVE] = _why_inactive()
-
-
-def _why_inactive() -> str:
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "no CUDA device"
-    return ""
+    config.stash[_ACTIVE] = inactive_reason()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphlint.findings import Finding
+from graphlint.runtime_sanitizer.capture import tensors_in
 from graphlint.runtime_sanitizer.rules import REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
 
 
@@ -209,18 +210,6 @@ class ReplayGuard:
             raise StaleOutputRead(message)
 
 
-def _tensors(value: Any) -> list[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors(item)]
-    return []
-
-
 def _dispatch_mode_base():
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -239,7 +228,7 @@ class _CaptureMode(_dispatch_mode_base()):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        inputs = _tensors(args) + _tensors(kwargs)
+        inputs = tensors_in(args) + tensors_in(kwargs)
         input_storages = set()
         for tensor in inputs:
             if tensor.is_cuda:
@@ -247,7 +236,7 @@ class _CaptureMode(_dispatch_mode_base()):
                 if id(tensor) not in self._seen:
                     self._seen.add(id(tensor))
                     self.read.append(tensor)
-        for tensor in _tensors(out):
+        for tensor in tensors_in(out):
             # A view (weight.t(), x[0]) shares its input's memory: it is not graph output memory.
             if tensor.is_cuda and tensor.untyped_storage().data_ptr() not in input_storages:
                 self._seen.add(id(tensor))
@@ -264,9 +253,9 @@ class _HandleMode(_dispatch_mode_base()):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        for tensor in _tensors(args) + _tensors(kwargs):
+        for tensor in tensors_in(args) + tensors_in(kwargs):
             self.guard._check_read(tensor)
         out = func(*args, **kwargs)
-        for tensor in _tensors(out):
+        for tensor in tensors_in(out):
             self.guard._note_new(tensor)
         return out

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from graphlint.findings import Finding, sort_findings
+from graphlint.runtime_sanitizer.availability import inactive_reason
 
 
 class UsageError(Exception):
@@ -33,7 +34,7 @@ def run(command: list[str]) -> tuple[int, list[Finding], str]:
     kind, target, argv = parse_command(command)
     if kind == "path" and not os.path.isfile(target):
         raise UsageError(f"no such script: {target}")
-    why_off = _why_inactive()
+    why_off = inactive_reason()
     guard = None
     if not why_off:
         from graphlint.runtime_sanitizer.replay_guard import ReplayGuard
@@ -57,11 +58,3 @@ def run(command: list[str]) -> tuple[int, list[Finding], str]:
         if guard is not None:
             guard.uninstall()
     return status, sort_findings(guard.findings if guard else []), why_off
-
-
-def _why_inactive() -> str:
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    return "" if torch.cuda.is_available() else "no CUDA device"

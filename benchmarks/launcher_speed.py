@@ -1,6 +1,7 @@
 """Eager vs. graph replay with copy-in/clone-out vs. the parameterized launcher (needs CUDA).
 
-One process, side by side, for MLPs of several widths and batch sizes: per-call GPU latency
+One process, side by side, for MLPs of several widths and batch sizes, a transformer block
+(SDPA) and a torch.compile'd function: per-call GPU latency
 (median of CUDA-event timings), per-call CPU time (median of perf_counter around the call),
 peak memory during the calls, the graph pool's size, and the patch cost against the number of
 patched nodes. Writes JSON with the device and versions, prints a Markdown table.
@@ -61,10 +62,25 @@ def graph_pool_mib(graph) -> float:
     return round(total / 2**20, 2)
 
 
-def run_case(width: int, depth: int, batch: int) -> dict:
-    model = mlp(width, depth)
-    pool = [torch.randn(batch, width, device="cuda") for _ in range(8)]
-    row: dict = {"width": width, "depth": depth, "batch": batch}
+def cases():
+    """(label, callable, input shape): MLPs over width, depth and batch; a transformer block
+    over batch; a torch.compile'd elementwise function over size."""
+    from scripts.record_snapshots import Block
+
+    for width, depth in ((256, 2), (256, 8), (1024, 4), (1024, 16)):
+        for batch in (1, 64):
+            yield f"MLP {width}x{depth}", mlp(width, depth), (batch, width)
+    block = Block().cuda().eval()
+    for batch in (1, 16):
+        yield "transformer block 256d", block, (batch, 128, 256)
+    compiled = torch.compile(lambda t: torch.sin(t) * 3 + t)
+    for size in (1 << 12, 1 << 22):
+        yield "compiled sin*3+x", compiled, (size,)
+
+
+def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
+    pool = [torch.randn(shape, device="cuda") for _ in range(8)]
+    row: dict = {"model": label, "shape": list(shape)}
     with torch.inference_mode():
         row["eager"] = measure(lambda x: model(x), pool)
 
@@ -102,21 +118,21 @@ def main() -> int:
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
-    for width, depth in ((256, 2), (256, 8), (1024, 4), (1024, 16)):
-        for batch in (1, 64):
-            row = run_case(width, depth, batch)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    for label, model, shape in cases():
+        row = run_case(label, model, shape)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     print(
-        "\n| MLP width x depth | batch | nodes (patched) | eager GPU/CPU us | replay+copy+clone GPU/CPU us | launcher GPU/CPU us | pool MiB | fallback |"
+        "\n| model | input | nodes (patched) | eager GPU/CPU us | replay+copy+clone GPU/CPU us "
+        "| launcher GPU/CPU us | pool MiB | outputs MiB | fallback |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         e, c, lch = r["eager"], r["replay_copy_clone"], r["launcher"]
         print(
-            f"| {r['width']}x{r['depth']} | {r['batch']} | {r['graph_nodes']} ({r['patched_nodes']}) | "
+            f"| {r['model']} | {'x'.join(map(str, r['shape']))} | {r['graph_nodes']} ({r['patched_nodes']}) | "
             f"{e['gpu_us']}/{e['cpu_us']} | {c['gpu_us']}/{c['cpu_us']} | {lch['gpu_us']}/{lch['cpu_us']} | "
-            f"{r['replay_pool_mib']} | {r['launcher_fallback'] or '-'} |"
+            f"{r['replay_pool_mib']} | {r['outputs_mib']} | {r['launcher_fallback'] or '-'} |"
         )
     if args.json:
         with open(args.json, "w") as handle:

@@ -155,6 +155,7 @@ def run_one(name, build, make_inputs, dtype, batch=2):
         "bit_identical": f"{exact}/3",
         "patched_nodes": len(launcher._nodes),
         "nodes": len(launcher._capture.snapshot.nodes),
+        "pinned": sorted(launcher.pinned),  # copied through static buffers, not re-pointed
     }
 
 

@@ -6,13 +6,20 @@ struct, ATen's elementwise kernels inside `std::array<char*, N>`, and struct pad
 uninitialised host stack bytes. So every 8-byte word of every argument is classified, and
 one capture is never trusted: a word is an input pointer only if it lies inside the same
 input at the same byte offset in both captures, whose inputs sit at different addresses.
+
+Some kernels also keep a pointer's low 32 bits in a 4-byte field (cuDNN's layout-transform
+kernels on the H200 carry the input's low half next to a float in their parameter struct).
+A 4-byte field that holds the low half of the same input at the same offset in both captures
+is a slot too (width 4): re-pointing must rewrite it, or the kernel computes with a stale
+address.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, Node
+from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, Node, Param
 
 INPUT, OUTPUT, PARAMETER, POOL, CONSTANT, UNEXPLAINED = (
     "input",
@@ -35,6 +42,7 @@ class Word:
     first: int
     second: int
     param_size: int
+    width: int = 8  # bytes the launcher rewrites: 8 for a pointer, 4 for a pointer's low half
 
 
 @dataclass(frozen=True)
@@ -89,20 +97,146 @@ def _classify_pair(first: GraphSnapshot, second: GraphSnapshot, va: int, vb: int
 
 
 def classify(first: GraphSnapshot, second: GraphSnapshot) -> list[Word]:
-    """Every 8-byte argument word (and memcpy/memset pointer) of two structurally equal captures."""
+    """Every 8-byte argument word (and memcpy/memset pointer) of two structurally equal captures,
+    plus the 4-byte fields that hold a pointer's low half."""
     words = []
     for a, b in zip(first.nodes, second.nodes, strict=False):
         if a.type != b.type or a.name != b.name:
             continue
         for p_index, (pa, pb) in enumerate(zip(a.params, b.params, strict=False)):
+            param_words = []
             for (offset, va), (_, vb) in zip(pa.words(), pb.words(), strict=False):
                 role, region, delta = _classify_pair(first, second, va, vb)
-                words.append(Word(a.index, p_index, offset, role, region, delta, va, vb, pa.size))
+                param_words.append(Word(a.index, p_index, offset, role, region, delta, va, vb, pa.size))
+            low = _low_halves(first, second, a.index, p_index, pa, pb, param_words)
+            words.extend(w for w in param_words if not _explained_by(w, low, pa, pb))
+            words.extend(low)
         for k_index, key in enumerate(sorted(a.pointers)):
             va, vb = a.pointers[key], b.pointers.get(key, a.pointers[key])
             role, region, delta = _classify_pair(first, second, va, vb)
             words.append(Word(a.index, -1, k_index, role, region, delta, va, vb, 8))
     return words
+
+
+_LOW = 1 << 32
+_POINTER_ROLES = (INPUT, OUTPUT, PARAMETER, POOL)
+
+
+def _low_region(snapshot: GraphSnapshot, low: int, role: str):
+    """The region of ``role`` with an address whose low 32 bits are ``low``, and its offset."""
+    for region in snapshot.regions:
+        if region.role == role:
+            delta = (low - region.start) % _LOW
+            if delta < max(region.nbytes, 1):
+                return region, delta
+    return None, None
+
+
+def _low_halves(
+    first: GraphSnapshot, second: GraphSnapshot, node: int, p_index: int, pa: Param, pb: Param, full: list[Word]
+) -> list[Word]:
+    """4-byte fields that differ between the captures and hold the low half of the same input
+    or output at the same offset in both (or of pool memory in both), outside whole pointers."""
+    covered = set()
+    for w in full:
+        if w.role in _POINTER_ROLES:
+            covered.update(range(w.offset, w.offset + 8))
+    found = []
+    for offset in range(0, pa.size - 3, 4):
+        if offset in covered or pa.data[offset : offset + 4] == pb.data[offset : offset + 4]:
+            continue
+        la = int.from_bytes(pa.data[offset : offset + 4], "little")
+        lb = int.from_bytes(pb.data[offset : offset + 4], "little")
+        for role in (INPUT, OUTPUT, POOL):
+            ra, da = _low_region(first, la, role)
+            rb, db = _low_region(second, lb, role)
+            if ra is None or rb is None:
+                continue
+            if role == POOL:
+                found.append(Word(node, p_index, offset, POOL, None, None, la, lb, pa.size, width=4))
+                break
+            if ra.name == rb.name and da == db:
+                found.append(Word(node, p_index, offset, role, ra.name, da, la, lb, pa.size, width=4))
+                break
+    return found
+
+
+def _explained_by(word: Word, low: list[Word], pa: Param, pb: Param) -> bool:
+    """An unexplained 8-byte word whose differing bytes all lie in low-half pointer fields."""
+    if word.role != UNEXPLAINED or not low:
+        return False
+    spans = {byte for w in low for byte in range(w.offset, w.offset + 4)}
+    differing = [i for i in range(word.offset, word.offset + 8) if pa.data[i] != pb.data[i]]
+    return all(i in spans for i in differing)
+
+
+# Kernels whose buffers are registered with a communication library at fixed addresses (NCCL
+# collectives, PyTorch's symmetric-memory kernels, NVSHMEM): re-pointing them corrupts
+# communication, so their inputs and outputs are never moved (GL507).
+FIXED_ADDRESS_KERNEL = re.compile(r"nccl[A-Z_]|nvshmem|symmetric_memory|symm_mem|multimem_|(?:one|two)_shot_all_reduce")
+
+
+def fixed_address_nodes(snapshot: GraphSnapshot) -> dict[int, str]:
+    """Node index -> kernel name, for kernels whose buffers must stay where they were captured."""
+    return {
+        node.index: node.name
+        for node in snapshot.nodes
+        if node.type == "kernel" and FIXED_ADDRESS_KERNEL.search(node.name)
+    }
+
+
+@dataclass(frozen=True)
+class Pin:
+    """An input or output that a parameterized launch copies through its static buffer."""
+
+    role: str  # INPUT or OUTPUT
+    index: int
+    reason: str
+    fixed_address: bool  # a communication kernel uses it (GL507)
+
+
+def tensor_index(word: Word) -> int:
+    """The input or output number of an input/output word ("input3" -> 3)."""
+    return int(word.region[len(word.role) :])
+
+
+def pins(words: list[Word], snapshot: GraphSnapshot, output_count: int) -> dict[tuple[str, int], Pin]:
+    """Which inputs and outputs must not be re-pointed: those a communication kernel uses (their
+    buffers are registered at fixed addresses), those a memcpy/memset node touches (not
+    re-pointed), and outputs no kernel argument moves with (memory the graph does not own)."""
+    communication = fixed_address_nodes(snapshot)
+    found: dict[tuple[str, int], Pin] = {}
+    for w in words:
+        if w.role not in (INPUT, OUTPUT):
+            continue
+        key = (w.role, tensor_index(w))
+        if w.node in communication and not (key in found and found[key].fixed_address):
+            found[key] = Pin(
+                w.role,
+                key[1],
+                f"{w.role} {key[1]} is used by `{communication[w.node][:80]}` (node {w.node}), a communication "
+                "kernel whose buffers are registered at fixed addresses: it is copied through the graph's static "
+                "buffer, never re-pointed",
+                True,
+            )
+        elif w.param < 0 and key not in found:
+            found[key] = Pin(
+                w.role,
+                key[1],
+                f"{w.role} {key[1]} is touched by a memcpy/memset node: copied through its static buffer",
+                False,
+            )
+    moved = {tensor_index(w) for w in words if w.role == OUTPUT}
+    for index in range(output_count):
+        if index not in moved and (OUTPUT, index) not in found:
+            found[(OUTPUT, index)] = Pin(
+                OUTPUT,
+                index,
+                f"output {index} is not written through a kernel argument that moves with it (memory the graph does "
+                "not own): it is cloned from the static output",
+                False,
+            )
+    return found
 
 
 def input_slots(words: list[Word]) -> list[Word]:
@@ -142,9 +276,14 @@ def baked_host_values(words: list[Word], noise: set[tuple[int, int, int]] | None
 
 
 def scalar_differences(
-    first: GraphSnapshot, second: GraphSnapshot, noise: set[tuple[int, int, int]] | None
+    first: GraphSnapshot,
+    second: GraphSnapshot,
+    noise: set[tuple[int, int, int]] | None,
+    words: list[Word] = (),
 ) -> list[tuple[int, int, bytes, bytes]]:
-    """Scalar arguments narrower than a word (an int or float flag) that differ between captures."""
+    """Scalar arguments narrower than a word (an int or float flag) that differ between captures
+    and are not a pointer's low half (``words`` from `classify`)."""
+    pointer_fields = {(w.node, w.param) for w in words if w.width == 4}
     found = []
     for a, b in zip(first.nodes, second.nodes, strict=False):
         if a.type != b.type or a.name != b.name:
@@ -152,6 +291,8 @@ def scalar_differences(
         for p_index, (pa, pb) in enumerate(zip(a.params, b.params, strict=False)):
             if pa.size == 1:
                 continue  # an empty functor's single byte is padding (indistinguishable from a bool)
+            if (a.index, p_index) in pointer_fields:
+                continue
             if pa.size < 8 and pa.data != pb.data and (noise is None or (a.index, p_index, 0) not in noise):
                 found.append((a.index, p_index, pa.data, pb.data))
     return found

@@ -23,17 +23,23 @@ def sanitize_callable(fn: Callable, *inputs: Any, module: Any = None, warmup: in
 
     ``module`` (or ``fn`` itself, when it is an ``nn.Module``) names the parameters and buffers
     that legitimately stay at fixed addresses. The program's own tensors are not modified:
-    the second capture runs on copies.
+    the second capture runs on copies, and the parameters, buffers and CUDA RNG state that the
+    runs of ``fn`` move on are restored afterwards.
     """
-    from graphlint.runtime_sanitizer import analysis
-    from graphlint.runtime_sanitizer.capture import (
-        capture_attributed,
-        capture_shifted,
-        capture_three,
-        module_tensors,
-    )
+    from graphlint.runtime_sanitizer.capture import load_state, module_tensors, save_state
 
     fixed = module_tensors(module if module is not None else fn)
+    saved = save_state(fixed)
+    try:
+        return _analyse(fn, inputs, fixed, warmup)
+    finally:
+        load_state(fixed, saved)
+
+
+def _analyse(fn: Callable, inputs: tuple[Any, ...], fixed: list[Any], warmup: int) -> SanitizerReport:
+    from graphlint.runtime_sanitizer import analysis
+    from graphlint.runtime_sanitizer.capture import capture_attributed, capture_shifted, capture_three
+
     first, second, repeat = capture_three(fn, inputs, fixed, warmup)
     label = getattr(fn, "__qualname__", type(fn).__name__)
     where = _where(fn)

@@ -233,6 +233,35 @@ def module_tensors(module: Any) -> list[Any]:
     return [*module.parameters(), *module.buffers()]
 
 
+def optimizer_tensors(optimizer: Any) -> list[Any]:
+    """An optimizer's state tensors (moments, step counters) and tensor hyperparameters: memory a
+    captured training step updates in place at fixed addresses."""
+    if optimizer is None:
+        return []
+    found = [value for state in optimizer.state.values() for value in state.values() if _is_tensor(value)]
+    for group in optimizer.param_groups:
+        found.extend(value for key, value in group.items() if key != "params" and _is_tensor(value))
+    return found
+
+
+def save_state(tensors: Sequence[Any]) -> tuple[list[Any], Any]:
+    """Copies of the tensors a step may update (parameters, buffers, optimizer state) and the
+    CUDA RNG state: the sanitizer runs a program's step several times and must undo that."""
+    import torch
+
+    return [t.detach().clone() for t in tensors], torch.cuda.get_rng_state()
+
+
+def load_state(tensors: Sequence[Any], saved: tuple[list[Any], Any]) -> None:
+    import torch
+
+    copies, rng = saved
+    with torch.no_grad():
+        for tensor, copy in zip(tensors, copies, strict=True):
+            tensor.copy_(copy)
+    torch.cuda.set_rng_state(rng)
+
+
 def _is_tensor(value: Any) -> bool:
     import torch
 

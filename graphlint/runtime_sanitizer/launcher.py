@@ -9,21 +9,32 @@ Everything per slot is computed once at build time (which node, which argument, 
 which tensor and offset); a call only packs the words that move into argument buffers that
 live as long as the launcher, and issues one update per patched node. A call that cannot be
 served safely (another shape, dtype, stride or device; a less aligned input than the kernels
-were chosen for) falls back to copy-in / replay / clone-out and says why once. Words that
-must stay fixed (parameters, pool memory, anything not an input or output slot) are never
-touched.
+were chosen for; an input inside memory the graph itself writes) falls back to copy-in /
+replay / clone-out and says why once. Words that must stay fixed (parameters, pool memory,
+anything not an input or output slot) are never touched, and an input or output that a
+communication kernel uses, or that only a memcpy/memset node touches, is *pinned*: copied
+through its static buffer while everything else is re-pointed (GL507 says which and why).
+
+A training step works too: pass the optimizer, and everything the build runs (warm-ups,
+captures, the self-check) is undone afterwards, so building changes no parameter, buffer,
+optimizer state or RNG state of the program.
 """
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graphlint.findings import Finding
 from graphlint.runtime_sanitizer import analysis
+from graphlint.runtime_sanitizer.capture import _extent, load_state, save_state
+from graphlint.runtime_sanitizer.replay_guard import publish, sanitizer_internal, user_site
 from graphlint.runtime_sanitizer.report import SanitizerReport, analyze_pair
+from graphlint.runtime_sanitizer.rules import ALIGNMENT_HAZARD, FIXED_ADDRESS_REPOINTED
 
 
 class LauncherRefused(RuntimeError):
@@ -37,6 +48,7 @@ class _Slot:
     tensor: int  # index into inputs (role "input") or outputs (role "output")
     delta: int
     role: str
+    width: int = 8  # 4: the field holds the pointer's low half
 
 
 @dataclass
@@ -48,7 +60,7 @@ class _PatchedNode:
     slots: list[_Slot]
     raw: Any = None  # the same parameters as a C struct, for the direct driver call
     handle_int: int = 0
-    writes: list[tuple[int, str, int, int]] | None = None  # (buffer address + offset, role, tensor, delta)
+    writes: list[tuple[int, str, int, int, int]] | None = None  # (buffer address + offset, role, tensor, delta, width)
 
 
 class _KernelNodeParams(ctypes.Structure):
@@ -84,20 +96,38 @@ def _direct_setter() -> Any:
 
 
 class ParameterizedLauncher:
-    def __init__(self, fn: Callable, sample_inputs: Sequence[Any], module: Any = None, warmup: int = 2) -> None:
+    """``ParameterizedLauncher(fn, sample_inputs, module=None, optimizer=None)``; then
+    ``launcher(*inputs)`` returns fresh output tensors. ``module`` (or ``fn`` itself when it is
+    an ``nn.Module``) and ``optimizer`` name the memory the graph keeps at fixed addresses."""
+
+    def __init__(
+        self, fn: Callable, sample_inputs: Sequence[Any], module: Any = None, optimizer: Any = None, warmup: int = 2
+    ) -> None:
         import torch
 
-        from graphlint.runtime_sanitizer.capture import (
-            capture_attributed,
-            capture_shifted,
-            capture_three,
-            module_tensors,
-        )
+        from graphlint.runtime_sanitizer.capture import module_tensors, optimizer_tensors
+
+        if optimizer is not None and not optimizer.state:
+            raise LauncherRefused(
+                "the optimizer has no state yet: run one eager step first (its state is created lazily, "
+                "and a captured step needs it at fixed addresses)"
+            )
+        self._torch = torch
+        self._fixed = module_tensors(module if module is not None else fn) + optimizer_tensors(optimizer)
+        saved = save_state(self._fixed)
+        try:
+            with sanitizer_internal():  # its captures and self-check are not the program's graphs
+                self._build(fn, sample_inputs, warmup)
+        finally:
+            load_state(self._fixed, saved)  # the build ran the step several times: undo it
+
+    def _build(self, fn: Callable, sample_inputs: Sequence[Any], warmup: int) -> None:
+        torch = self._torch
+        from graphlint.runtime_sanitizer.capture import capture_attributed, capture_shifted, capture_three
         from graphlint.runtime_sanitizer.introspection import _driver, _ok
 
-        self._torch = torch
         self._drv, self._ok = _driver(), _ok
-        fixed = module_tensors(module if module is not None else fn)
+        fixed = self._fixed
         # The launcher owns its capture buffers: the caller's tensors are never written.
         owned = [t.clone() if isinstance(t, torch.Tensor) else t for t in sample_inputs]
         first, second, repeat = capture_three(fn, owned, fixed, warmup)
@@ -107,22 +137,26 @@ class ParameterizedLauncher:
         if any(f.code == "GL501" for f in self.report.findings):
             raise LauncherRefused("two captures differ (GL501): there is no single graph to re-point")
         self._capture = first
-        self._keep = (second, repeat)  # their pools stay alive with the launcher
+        self._keep = (second, repeat)  # alive while analysing: no later capture may reuse their addresses
         self._ordering = capture_attributed(fn, owned, first.snapshot, fixed, warmup)
         self.inputs = first.inputs
         self.outputs = first.outputs
         self._meta = [(t.shape, t.stride(), t.dtype, t.device) for t in self.inputs]
         self._out_meta = [(t.shape, t.stride(), t.dtype, t.device) for t in self.outputs]
+        self.fallback_reason: str | None = None
+        self.pinned: dict[str, str] = {}  # "input 0" / "output 1" -> why it is copied, not re-pointed
+        self._warned: set[str] = set()
+        self._poison = False
+        self._nodes = self._prepare(first)
         self._required = {}
         for index, tensor in enumerate(self.inputs):
+            if index in self._pinned_inputs:
+                continue  # copied into its static buffer: its alignment never changes
             shifted = capture_shifted(fn, owned, index, fixed, warmup)
             self._required[index] = analysis.required_alignment(
                 first.snapshot, shifted.snapshot, analysis.alignment_of(tensor.data_ptr()), tensor.element_size()
             )
-        self.fallback_reason: str | None = None
-        self._warned: set[str] = set()
-        self._poison = False
-        self._nodes = self._prepare(first)
+        self._written = _merged(self._written_ranges(first))
         first.graph.instantiate() if not _has_exec(first.graph) else None
         self._exec = self._drv.CUgraphExec(first.graph.raw_cuda_graph_exec())
         self._exec_handle = int(first.graph.raw_cuda_graph_exec())
@@ -145,35 +179,45 @@ class ParameterizedLauncher:
                 0,
             )
             node.writes = [
-                (ctypes.addressof(node.buffers[slot.param]) + slot.offset, slot.role, slot.tensor, slot.delta)
+                (
+                    ctypes.addressof(node.buffers[slot.param]) + slot.offset,
+                    slot.role,
+                    slot.tensor,
+                    slot.delta,
+                    slot.width,
+                )
                 for slot in node.slots
             ]
         if self.fallback_reason is None:
             self._self_check()
+        self._keep = ()  # analysis done: give their private pools back
 
     # -- build ---------------------------------------------------------------------------
     def _prepare(self, capture) -> list[_PatchedNode]:
         drv, ok = self._drv, self._ok
         words = [w for w in self.report.words if w.role in (analysis.INPUT, analysis.OUTPUT)]
         words = [w for w in words if w.role == analysis.INPUT or self._really_output(w)]
-        unsupported = [w for w in words if w.param < 0]
-        if unsupported:
-            self.fallback_reason = "an input or output is read by a memcpy/memset node (not re-pointed yet)"
+        self._pin(words, capture)
         aliased = [w for w in words if w.role == analysis.INPUT and capture.snapshot.region_of(w.first, ("output",))]
         if aliased:
             self.fallback_reason = "an output aliases an input"
         for index, output in enumerate(capture.outputs):
             storage = output.untyped_storage()
+            if index in self._pinned_outputs:
+                continue
             if storage.data_ptr() != output.data_ptr() or storage.nbytes() != output.numel() * output.element_size():
-                self.fallback_reason = f"output {index} is a view into a larger buffer"
+                # A fresh tensor cannot stand in for a view (a reduction's scalar inside its
+                # workspace): clone it from the static output instead.
+                self.pinned[f"output {index}"] = f"output {index} is a view into a larger buffer: cloned after replay"
+                self._pinned_outputs.add(index)
+        words = [w for w in words if not self._is_pinned(w)]
         graph = drv.CUgraph(capture.graph.raw_cuda_graph())
         handles = ok(drv.cuGraphGetNodes(graph, len(capture.snapshot.nodes)))[0]
         by_node: dict[int, list[_Slot]] = {}
         for w in words:
-            if w.param < 0:
-                continue
-            index = int(w.region[len(w.role) :])
-            by_node.setdefault(w.node, []).append(_Slot(w.param, w.offset, index, w.delta, w.role))
+            by_node.setdefault(w.node, []).append(
+                _Slot(w.param, w.offset, analysis.tensor_index(w), w.delta, w.role, w.width)
+            )
         nodes = []
         for node_index, slots in sorted(by_node.items()):
             node = capture.snapshot.nodes[node_index]
@@ -194,6 +238,51 @@ class ParameterizedLauncher:
             params.extra = 0
             nodes.append(_PatchedNode(handle, params, buffers, array, slots))
         return nodes
+
+    def _pin(self, words: list[analysis.Word], capture) -> None:
+        """Inputs and outputs copied through their static buffers instead of re-pointed
+        (`analysis.pins`); GL507 for those a communication kernel uses."""
+        found = analysis.pins(words, capture.snapshot, len(capture.outputs))
+        self.pinned = {f"{role} {index}": pin.reason for (role, index), pin in found.items()}
+        self._pinned_inputs = {index for role, index in found if role == analysis.INPUT}
+        self._pinned_outputs = {index for role, index in found if role == analysis.OUTPUT}
+        for pin in found.values():
+            if pin.fixed_address:
+                self._report_fixed(pin.reason)
+
+    def _is_pinned(self, word: analysis.Word) -> bool:
+        pinned = self._pinned_inputs if word.role == analysis.INPUT else self._pinned_outputs
+        return analysis.tensor_index(word) in pinned
+
+    def _written_ranges(self, capture) -> list[tuple[int, int]]:
+        """Memory the replayed graph writes at fixed addresses: its private pool, and the
+        parameters, buffers and optimizer state it updates (all of them when the writes could
+        not be attributed). A kernel re-pointed into it would read values that change under it."""
+        torch = self._torch
+        ranges = []
+        try:
+            pool = tuple(capture.graph.pool())
+            for segment in torch.cuda.memory_snapshot():
+                if tuple(segment.get("segment_pool_id", ())) == pool:
+                    ranges.append((segment["address"], segment["address"] + segment["total_size"]))
+        except Exception:  # pragma: no cover - pool ids unavailable: judge parameters only
+            pass
+        writes = None if self._ordering is None else [w for node in self._ordering.nodes for w in node.writes]
+        for tensor in self._fixed:
+            start = tensor.data_ptr()
+            end = start + tensor.untyped_storage().nbytes()
+            if writes is None or any(s < end and start < s + n for s, n in writes):
+                ranges.append((start, end))
+        return ranges
+
+    def _report_fixed(self, message: str) -> None:
+        path, line = user_site()
+        rule = FIXED_ADDRESS_REPOINTED
+        self._publish(Finding(rule.code, rule.name, rule.severity, message, path, line, 1, line, 1))
+
+    def _publish(self, finding: Finding) -> None:
+        self.report.findings.append(finding)
+        publish(finding)
 
     def _really_output(self, word: analysis.Word) -> bool:
         """An address in the output's range can belong to an intermediate that the allocator
@@ -217,9 +306,11 @@ class ParameterizedLauncher:
         try:
             first_out = self(*fresh)
             kept = [t.clone() for t in first_out]
+            state = save_state(self._fixed)  # a training step moves on: compare from the same state
             second_out = self(*second)
         finally:
             self._poison = False
+        load_state(self._fixed, state)
         expected = self._fallback(second, None)
         ok = all(torch.equal(a, b) for a, b in zip(second_out, expected, strict=True)) and all(
             torch.equal(a, b) for a, b in zip(first_out, kept, strict=True)
@@ -238,6 +329,13 @@ class ParameterizedLauncher:
                 return f"input {index} is not a tensor"
             if tensor.shape != shape or tensor.stride() != stride or tensor.dtype != dtype or tensor.device != device:
                 return f"input {index} has another shape, stride, dtype or device than at capture"
+            if index in self._pinned_inputs:
+                continue
+            if _inside(self._written, tensor.data_ptr(), tensor.data_ptr() + max(_extent(tensor), 1)):
+                return (
+                    f"input {index} lies in memory the graph itself writes (its private pool, or a parameter it "
+                    "updates): re-pointing a kernel there would read values that change during the replay (GL507)"
+                )
             if analysis.alignment_of(tensor.data_ptr()) < self._required[index]:
                 return (
                     f"input {index} is {analysis.alignment_of(tensor.data_ptr())}-byte aligned; its kernels need "
@@ -250,39 +348,48 @@ class ParameterizedLauncher:
         if reason is not None:
             return self._fallback(inputs, reason)
         torch = self._torch
+        pinned_out = self._pinned_outputs
         outputs = [
-            torch.empty_strided(shape, stride, dtype=dtype, device=device)
-            for shape, stride, dtype, device in self._out_meta
+            None if index in pinned_out else torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            for index, (shape, stride, dtype, device) in enumerate(self._out_meta)
         ]
         if self._poison:
             for tensor in outputs:  # the self-check: an element no kernel writes stays visibly wrong
-                tensor.fill_(float("nan") if tensor.is_floating_point() else -1)
+                if tensor is not None:
+                    tensor.fill_(float("nan") if tensor.is_floating_point() else -1)
+        for index in self._pinned_inputs:
+            self.inputs[index].copy_(inputs[index])
         addresses = {("input", i): t.data_ptr() for i, t in enumerate(inputs)}
-        addresses.update({("output", i): t.data_ptr() for i, t in enumerate(outputs)})
+        addresses.update({("output", i): t.data_ptr() for i, t in enumerate(outputs) if t is not None})
         direct = self._direct
         if direct is not None:
             exec_handle = self._exec_handle
             for node in self._nodes:
-                for where, role, tensor, delta in node.writes:
-                    ctypes.c_uint64.from_address(where).value = addresses[(role, tensor)] + delta
+                for where, role, tensor, delta, width in node.writes:
+                    if width == 8:
+                        ctypes.c_uint64.from_address(where).value = addresses[(role, tensor)] + delta
+                    else:
+                        ctypes.c_uint32.from_address(where).value = (addresses[(role, tensor)] + delta) & 0xFFFFFFFF
                 if direct(exec_handle, node.handle_int, node.raw) != 0:
                     raise LauncherRefused("the driver refused a kernel node update")
         else:
             set_params = self._drv.cuGraphExecKernelNodeSetParams
             for node in self._nodes:
-                for slot in node.slots:
-                    address = addresses[(slot.role, slot.tensor)] + slot.delta
-                    ctypes.memmove(
-                        ctypes.addressof(node.buffers[slot.param]) + slot.offset, address.to_bytes(8, "little"), 8
-                    )
+                _pack(node, addresses)
                 self._ok(set_params(self._exec, node.handle, node.params))
         self._capture.graph.replay()  # same stream as the allocations: ordered for the allocator
+        for index in pinned_out:
+            outputs[index] = self.outputs[index].clone()
         return outputs
 
     def _fallback(self, inputs: Sequence[Any], reason: str | None) -> list[Any]:
         if reason is not None and reason not in self._warned:
             self._warned.add(reason)
             warnings.warn(f"graphlint launcher: copy-in/replay/clone-out because {reason}", stacklevel=3)
+            rule = {"(GL502)": ALIGNMENT_HAZARD, "(GL507)": FIXED_ADDRESS_REPOINTED}.get(reason[-7:])
+            if rule is not None:  # the call site that needed it, for the report and the pytest plugin
+                path, line = user_site()
+                self._publish(Finding(rule.code, rule.name, rule.severity, reason, path, line, 1, line, 1))
         if len(inputs) != len(self.inputs) or any(
             getattr(t, "shape", None) != meta[0] for t, meta in zip(inputs, self._meta, strict=False)
         ):
@@ -298,12 +405,39 @@ class ParameterizedLauncher:
         addresses = {("input", i): t.data_ptr() for i, t in enumerate(self.inputs)}
         addresses.update({("output", i): t.data_ptr() for i, t in enumerate(self.outputs)})
         for node in self._nodes:
-            for slot in node.slots:
-                address = addresses[(slot.role, slot.tensor)] + slot.delta
-                ctypes.memmove(
-                    ctypes.addressof(node.buffers[slot.param]) + slot.offset, address.to_bytes(8, "little"), 8
-                )
+            _pack(node, addresses)
             self._ok(self._drv.cuGraphExecKernelNodeSetParams(self._exec, node.handle, node.params))
+
+
+def _merged(ranges: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Sorted, merged [start, end) ranges as two lists, for a bisect per call."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in sorted(ranges):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return starts, ends
+
+
+def _inside(merged: tuple[list[int], list[int]], start: int, end: int) -> bool:
+    """Whether [start, end) overlaps any of the merged ranges."""
+    starts, ends = merged
+    index = bisect.bisect_right(starts, start) - 1
+    if index >= 0 and start < ends[index]:
+        return True
+    return index + 1 < len(starts) and starts[index + 1] < end
+
+
+def _pack(node: _PatchedNode, addresses: dict[tuple[str, int], int]) -> None:
+    """Write each slot's address (or its low half) into the node's argument buffers."""
+    for slot in node.slots:
+        address = (addresses[(slot.role, slot.tensor)] + slot.delta) & ((1 << (8 * slot.width)) - 1)
+        ctypes.memmove(
+            ctypes.addressof(node.buffers[slot.param]) + slot.offset, address.to_bytes(slot.width, "little"), slot.width
+        )
 
 
 def _like(tensor: Any) -> Any:

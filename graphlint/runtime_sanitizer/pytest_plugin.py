@@ -1,5 +1,8 @@
 """pytest plugin: `pytest --graphlint-sanitize[=warn|error]` runs every test under sanitized
-replay (GL503 stale output reads, GL506 replays on unchanged inputs).
+replay (GL503 stale output reads, GL506 replays on unchanged inputs), with every callable
+given to `make_graphed_callables` put through the two-capture analysis (GL501, GL504, GL505,
+GL508) and the parameterized launcher's findings (GL502, GL507) collected. `error` fails the
+tests with findings of severity warning or error; GL508 (info) is listed, never fails a test.
 
 Modelled on pytest-memray: a flag and an ini option switch it on, a marker tunes it per test
 (`@pytest.mark.graphlint(ignore=["GL506"])`), a hook wrapper around each test call installs
@@ -93,7 +96,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = outcome.get_result()
     if call.when != "call" or item.config.getoption("--graphlint-sanitize") != "error":
         return
-    findings = item.stash.get(_KEY, [])
+    findings = [f for f in item.stash.get(_KEY, []) if f.severity != "info"]  # GL508 informs, never fails
     if findings and report.passed:
         report.outcome = "failed"
         report.longrepr = "graphlint sanitizer findings:\n" + "\n".join(

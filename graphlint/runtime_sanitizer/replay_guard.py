@@ -12,14 +12,22 @@ a dispatch mode gives each new tensor that aliases a graph's output memory (a vi
   always holds the newest replay and is not a stale handle.
 - GL506: a replay whose static inputs were not written (tensor version counters) since the
   previous replay, when the graph has been replayed more than once.
+- `make_graphed_callables`: each callable is first put through the two-capture analysis on
+  its sample arguments (GL501 unstable capture, GL505 baked host values, GL504 unordered
+  accesses, GL508 pool memory), with every parameter, buffer and the RNG state restored
+  afterwards, then graphed as usual.
+- Findings of the parameterized launcher (GL502, GL507) made while a guard is installed are
+  collected with the guard's own (`publish`).
 
 Findings are collected (warn) or raised (`mode="raise"`); `uninstall()` restores torch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +49,30 @@ class _GraphState:
     unchanged_reported: bool = False
 
 
-def _user_site() -> tuple[str, int]:
+_INSTALLED: list[ReplayGuard] = []
+
+
+@contextlib.contextmanager
+def sanitizer_internal() -> Iterator[None]:
+    """The sanitizer's own captures and replays (the launcher's build, the analysis of graphed
+    callables): the installed guard does not take them for the program's graphs."""
+    guards = list(_INSTALLED)
+    for guard in guards:
+        guard._internal += 1
+    try:
+        yield
+    finally:
+        for guard in guards:
+            guard._internal -= 1
+
+
+def publish(finding: Finding) -> None:
+    """Hand a finding made elsewhere in the sanitizer (the launcher) to the installed guard."""
+    if _INSTALLED:
+        _INSTALLED[-1].findings.append(finding)
+
+
+def user_site() -> tuple[str, int]:
     for frame in reversed(traceback.extract_stack()[:-2]):
         name = frame.filename.replace("\\\\", "/")
         if "/torch/" in name or "/graphlint/runtime_sanitizer/" in name or "/_pytest/" in name or "/pluggy/" in name:
@@ -72,6 +103,7 @@ class ReplayGuard:
         self._saved: dict[str, Any] = {}
         self._outer = None
         self._capturing: list[Any] = []
+        self._internal = 0  # >0 while the sanitizer runs its own captures
 
     # -- install / uninstall -------------------------------------------------------------
     def install(self) -> ReplayGuard:
@@ -98,17 +130,29 @@ class ReplayGuard:
 
         graph_cls.__enter__, graph_cls.__exit__ = enter, exit_
         torch.cuda.CUDAGraph.replay = replay
+        self._saved["graphed"] = (torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables)
+        original_graphed = torch.cuda.graphs.make_graphed_callables
+
+        def make_graphed_callables(callables, sample_args, *args, **kwargs):
+            guard._analyse_graphed(callables, sample_args)
+            return original_graphed(callables, sample_args, *args, **kwargs)
+
+        torch.cuda.make_graphed_callables = torch.cuda.graphs.make_graphed_callables = make_graphed_callables
         self._outer = _HandleMode(self)
         self._outer.__enter__()
+        _INSTALLED.append(self)
         return self
 
     def uninstall(self) -> None:
         import torch
 
+        if self in _INSTALLED:
+            _INSTALLED.remove(self)
         if self._outer is not None:
             self._outer.__exit__(None, None, None)
             self._outer = None
         if self._saved:
+            torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables = self._saved["graphed"]
             torch.cuda.graph.__enter__ = self._saved["enter"]
             torch.cuda.graph.__exit__ = self._saved["exit"]
             torch.cuda.CUDAGraph.replay = self._saved["replay"]
@@ -120,14 +164,45 @@ class ReplayGuard:
     def __exit__(self, *exc: Any) -> None:
         self.uninstall()
 
+    # -- graphed callables ----------------------------------------------------------------
+    def _analyse_graphed(self, callables: Any, sample_args: Any) -> None:
+        """The two-capture analysis of each callable before it is graphed. The analysis runs the
+        callable several times; `sanitize_callable` undoes that. When it cannot run (the
+        callable needs something the analysis cannot give it) it says so and graphs as usual."""
+        import warnings
+
+        import torch
+
+        from graphlint.runtime_sanitizer.api import sanitize_callable
+
+        pairs = (
+            [(callables, sample_args)]
+            if not isinstance(callables, tuple)
+            else list(zip(callables, sample_args, strict=True))
+        )
+        self._outer.__exit__(None, None, None)  # its own captures are not the program's
+        try:
+            for fn, args in pairs:
+                try:
+                    with torch.no_grad(), sanitizer_internal():  # forward graph; no autograd state left
+                        report = sanitize_callable(fn, *args)
+                except Exception as error:  # never break the program: say why, then graph as usual
+                    warnings.warn(f"graphlint: could not analyse a graphed callable: {error}", stacklevel=4)
+                    continue
+                self.findings.extend(report.findings)
+        finally:
+            self._outer.__enter__()
+
     # -- capture -------------------------------------------------------------------------
     def _begin_capture(self, ctx: Any) -> None:
+        if self._internal:
+            return
         recorder = _CaptureMode()
         recorder.__enter__()
         self._capturing.append((ctx, recorder))
 
     def _end_capture(self, ctx: Any) -> None:
-        if not self._capturing:
+        if self._internal or not self._capturing:
             return
         _, recorder = self._capturing.pop()
         recorder.__exit__(None, None, None)
@@ -144,7 +219,7 @@ class ReplayGuard:
             if any(start <= ptr < start + size for start, size in made_ranges):
                 continue
             inputs.append((weakref.ref(tensor), tensor._version))
-        site = _user_site()
+        site = user_site()
         self._graphs[id(graph)] = _GraphState(f"graph captured at {site[0]}:{site[1]}", inputs, made_ranges)
 
     # -- replay --------------------------------------------------------------------------
@@ -158,7 +233,7 @@ class ReplayGuard:
         if state.replays > 2 and live and not state.unchanged_reported:
             if all(t._version == v for t, v in live):
                 state.unchanged_reported = True
-                path, line = _user_site()
+                path, line = user_site()
                 self._report(
                     REPLAY_ON_UNCHANGED_INPUTS,
                     f"replay {state.replays} of the {state.label} runs on static inputs that were not written since "
@@ -194,7 +269,7 @@ class ReplayGuard:
         state = self._graphs.get(graph_id)
         if state is None or state.replays <= generation:
             return
-        path, line = _user_site()
+        path, line = user_site()
         self._handles.pop(id(tensor), None)  # one report per handle
         self._report(
             STALE_OUTPUT_READ,

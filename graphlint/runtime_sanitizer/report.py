@@ -87,7 +87,7 @@ def analyze_pair(
                 where,
             )
         )
-    for node, param, a, b in analysis.scalar_differences(first, second, noise):
+    for node, param, a, b in analysis.scalar_differences(first, second, noise, words):
         findings.append(
             _finding(
                 BAKED_HOST_VALUE,

@@ -168,3 +168,37 @@ REPLAY_ON_UNCHANGED_INPUTS = declare(
         """,
     )
 )
+
+FIXED_ADDRESS_REPOINTED = declare(
+    Rule(
+        code="GL507",
+        name="fixed-address-repointed",
+        severity="warning",
+        summary=(
+            "A parameterized launch would move a pointer that must stay fixed: a buffer a NCCL, "
+            "symmetric-memory or NVSHMEM kernel uses (registered at its address), or a tensor in "
+            "memory the graph itself writes (its private pool, parameters it updates)."
+        ),
+        why=(
+            "Communication kernels find their peers' buffers by the addresses registered at "
+            "setup: a re-pointed collective reads or writes memory the other ranks do not know, "
+            "and communication is silently corrupted. A kernel re-pointed at memory the graph "
+            "overwrites during the same replay reads values that change under it. The launcher "
+            "never moves such pointers: it copies those tensors through the graph's static "
+            "buffers instead and says so."
+        ),
+        example="""
+            def step(x):
+                y = layer(x)
+                dist.all_reduce(y)  # NCCL kernel: y's buffer is registered
+                return y
+
+            launcher = ParameterizedLauncher(step, [x])
+            launcher(launcher.outputs[0])  # an input inside the graph's own pool
+        """,
+        use_instead="""
+            launcher = ParameterizedLauncher(step, [x])  # all-reduced output cloned, the rest re-pointed
+            (y,) = launcher(x_new)                       # a tensor the graph does not write
+        """,
+    )
+)

@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from graphlint.runtime_sanitizer.capture import pool_segments
 from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
 
 ITERS = 200
@@ -57,9 +58,7 @@ def measure(call, inputs_pool) -> dict:
 
 
 def graph_pool_mib(graph) -> float:
-    pool = tuple(graph.pool())
-    total = sum(s["total_size"] for s in torch.cuda.memory_snapshot() if tuple(s.get("segment_pool_id", ())) == pool)
-    return round(total / 2**20, 2)
+    return round(sum(size for _, size in pool_segments(graph)) / 2**20, 2)
 
 
 def cases():

@@ -145,7 +145,7 @@ def _sanitize(args: argparse.Namespace) -> int:
     if args.report:
         files = tuple(sorted({f.path for f in findings}))
         Path(args.report).write_text(render(args.format, findings, ReportContext(files=files)), encoding="utf-8")
-    if args.mode == "error" and any(f.severity != "info" for f in findings) and status == 0:  # GL508 informs
+    if args.mode == "error" and any(not f.informational for f in findings) and status == 0:
         return EXIT_FINDINGS
     return status
 

@@ -92,6 +92,11 @@ class Finding:
     def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.path, self.line, self.column, self.code, self.message)
 
+    @property
+    def informational(self) -> bool:
+        """An `info` finding (GL508) states a fact; it never fails a run that fails on findings."""
+        return self.severity == "info"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "code": self.code,

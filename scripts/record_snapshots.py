@@ -11,7 +11,6 @@ slot would read the old input; a wrong slot would corrupt a launch: either fails
 
 from __future__ import annotations
 
-import ctypes
 import json
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from graphlint.runtime_sanitizer.capture import capture_attributed, capture_shifted, capture_three, module_tensors
-from graphlint.runtime_sanitizer.introspection import _driver, _ok
+from graphlint.runtime_sanitizer.introspection import _driver, _ok, kernel_params_with_arguments
 from graphlint.runtime_sanitizer.report import analyze_pair
 from graphlint.runtime_sanitizer.snapshot import save_captures
 
@@ -123,22 +122,13 @@ def repoint_check(capture, slots, fn, inputs) -> bool:
         handle = handles[index]
         if words[0].param < 0:
             return False  # memcpy/memset re-pointing is the launcher's job (not checked here)
-        params = _ok(drv.cuGraphKernelNodeGetParams(handle))
         buffers = [bytearray(p.data) for p in node.params]
         for word in words:
             input_index = int(word.region.replace("input", ""))
             address = fresh[input_index].data_ptr() + word.delta
             address &= (1 << (8 * word.width)) - 1  # a 4-byte field holds the low half
             buffers[word.param][word.offset : word.offset + word.width] = address.to_bytes(word.width, "little")
-        raw = [ctypes.create_string_buffer(bytes(b), len(b)) for b in buffers]
-        array = (ctypes.c_void_p * len(raw))(*[ctypes.addressof(b) for b in raw])
-        new = drv.CUDA_KERNEL_NODE_PARAMS()
-        new.func = params.func
-        new.gridDimX, new.gridDimY, new.gridDimZ = params.gridDimX, params.gridDimY, params.gridDimZ
-        new.blockDimX, new.blockDimY, new.blockDimZ = params.blockDimX, params.blockDimY, params.blockDimZ
-        new.sharedMemBytes = params.sharedMemBytes
-        new.kernelParams = ctypes.addressof(array)
-        new.extra = 0
+        new, raw, array = kernel_params_with_arguments(handle, buffers)
         _ok(drv.cuGraphExecKernelNodeSetParams(exec_, handle, new))
         keep.append((raw, array))
     graph.replay()

@@ -13,6 +13,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
+# A GL101 and a GL111 in one capture: the file the CLI and configuration tests select from.
+HAZARD = """\
+import torch
+
+g = torch.cuda.CUDAGraph()
+x = torch.zeros(4, device="cuda")
+with torch.cuda.graph(g):
+    y = x.sum().item()
+    z = x[[0, 1]]
+"""
+
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """The installed command line, exactly as a user runs it."""

@@ -6,17 +6,8 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import HAZARD, run_cli
 
-HAZARD = """\
-import torch
-
-g = torch.cuda.CUDAGraph()
-x = torch.zeros(4, device="cuda")
-with torch.cuda.graph(g):
-    y = x.sum().item()
-    z = x[[0, 1]]
-"""
 CLEAN = """\
 import torch
 

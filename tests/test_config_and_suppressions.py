@@ -4,17 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import run_cli
-
-HAZARD = """\
-import torch
-
-g = torch.cuda.CUDAGraph()
-x = torch.zeros(4, device="cuda")
-with torch.cuda.graph(g):
-    y = x.sum().item()
-    z = x[[0, 1]]
-"""
+from conftest import HAZARD, run_cli
 
 
 def _codes(result) -> list[tuple[str, str]]:

@@ -220,3 +220,20 @@ def test_an_input_only_a_memcpy_reads_is_copied_not_re_pointed() -> None:
     pins = analysis.pins(analysis.classify(first, second), first, output_count=1)
     assert ("input", 0) in pins and "memcpy" in pins[("input", 0)].reason
     assert not pins[("input", 0)].fixed_address
+
+
+def test_a_baked_value_that_looks_like_pool_memory_is_still_gl505() -> None:
+    """A host value whose 32 bits fall inside some pool segment (modulo 2**32) in each capture
+    is not a pointer's low half: with gigabytes of segments almost any value would be."""
+    first, second, repeat, _ = _load("compiled")
+    node = next(n for n in second.nodes if n.type == "kernel")
+    scalar = next(i for i, p in enumerate(node.params) if p.size == 4)  # an int argument
+    pool_first = next(r for r in first.regions if r.role == "pool")
+    pool_second = next(r for r in second.regions if r.role == "pool")
+    changed = [copy.deepcopy(s) for s in (first, second, repeat)]
+    values = (pool_first.start + 16, pool_second.start + 48, pool_first.start + 16)  # the repeat: same seeds
+    for snapshot, value in zip(changed, values, strict=True):
+        param = snapshot.nodes[node.index].params[scalar]
+        param.data = (value & 0xFFFFFFFF).to_bytes(4, "little") + param.data[4:]
+    report = analyze_pair(*changed[:2], ("f.py", 1), "f", changed[2])
+    assert [f.code for f in report.findings] == ["GL505"]

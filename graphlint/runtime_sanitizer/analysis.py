@@ -17,6 +17,7 @@ address.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, Node, Param
@@ -109,7 +110,8 @@ def classify(first: GraphSnapshot, second: GraphSnapshot) -> list[Word]:
                 role, region, delta = _classify_pair(first, second, va, vb)
                 param_words.append(Word(a.index, p_index, offset, role, region, delta, va, vb, pa.size))
             low = _low_halves(first, second, a.index, p_index, pa, pb, param_words)
-            words.extend(w for w in param_words if not _explained_by(w, low, pa, pb))
+            low_bytes = {byte for w in low for byte in range(w.offset, w.offset + 4)}
+            words.extend(w for w in param_words if not _explained_by(w, low_bytes, pa, pb))
             words.extend(low)
         for k_index, key in enumerate(sorted(a.pointers)):
             va, vb = a.pointers[key], b.pointers.get(key, a.pointers[key])
@@ -136,7 +138,9 @@ def _low_halves(
     first: GraphSnapshot, second: GraphSnapshot, node: int, p_index: int, pa: Param, pb: Param, full: list[Word]
 ) -> list[Word]:
     """4-byte fields that differ between the captures and hold the low half of the same input
-    or output at the same offset in both (or of pool memory in both), outside whole pointers."""
+    or output at the same offset in both, outside whole pointers. Pool memory is not matched:
+    with gigabytes of segments, almost any 32-bit value is some segment's low half, and a
+    baked host value (GL505) would be explained away."""
     covered = set()
     for w in full:
         if w.role in _POINTER_ROLES:
@@ -147,27 +151,21 @@ def _low_halves(
             continue
         la = int.from_bytes(pa.data[offset : offset + 4], "little")
         lb = int.from_bytes(pb.data[offset : offset + 4], "little")
-        for role in (INPUT, OUTPUT, POOL):
+        for role in (INPUT, OUTPUT):
             ra, da = _low_region(first, la, role)
             rb, db = _low_region(second, lb, role)
-            if ra is None or rb is None:
-                continue
-            if role == POOL:
-                found.append(Word(node, p_index, offset, POOL, None, None, la, lb, pa.size, width=4))
-                break
-            if ra.name == rb.name and da == db:
+            if ra is not None and rb is not None and ra.name == rb.name and da == db:
                 found.append(Word(node, p_index, offset, role, ra.name, da, la, lb, pa.size, width=4))
                 break
     return found
 
 
-def _explained_by(word: Word, low: list[Word], pa: Param, pb: Param) -> bool:
+def _explained_by(word: Word, low_bytes: set[int], pa: Param, pb: Param) -> bool:
     """An unexplained 8-byte word whose differing bytes all lie in low-half pointer fields."""
-    if word.role != UNEXPLAINED or not low:
+    if word.role != UNEXPLAINED or not low_bytes:
         return False
-    spans = {byte for w in low for byte in range(w.offset, w.offset + 4)}
     differing = [i for i in range(word.offset, word.offset + 8) if pa.data[i] != pb.data[i]]
-    return all(i in spans for i in differing)
+    return all(i in low_bytes for i in differing)
 
 
 # Kernels whose buffers are registered with a communication library at fixed addresses (NCCL
@@ -200,10 +198,13 @@ def tensor_index(word: Word) -> int:
     return int(word.region[len(word.role) :])
 
 
-def pins(words: list[Word], snapshot: GraphSnapshot, output_count: int) -> dict[tuple[str, int], Pin]:
+def pins(
+    words: list[Word], snapshot: GraphSnapshot, output_count: int, view_outputs: Iterable[int] = ()
+) -> dict[tuple[str, int], Pin]:
     """Which inputs and outputs must not be re-pointed: those a communication kernel uses (their
     buffers are registered at fixed addresses), those a memcpy/memset node touches (not
-    re-pointed), and outputs no kernel argument moves with (memory the graph does not own)."""
+    re-pointed), outputs no kernel argument moves with (memory the graph does not own), and
+    outputs that are views into a larger buffer (a fresh tensor cannot stand in for them)."""
     communication = fixed_address_nodes(snapshot)
     found: dict[tuple[str, int], Pin] = {}
     for w in words:
@@ -236,6 +237,11 @@ def pins(words: list[Word], snapshot: GraphSnapshot, output_count: int) -> dict[
                 "not own): it is cloned from the static output",
                 False,
             )
+    for index in view_outputs:
+        found.setdefault(
+            (OUTPUT, index),
+            Pin(OUTPUT, index, f"output {index} is a view into a larger buffer: cloned after replay", False),
+        )
     return found
 
 

@@ -125,23 +125,24 @@ def capture_once(
     snapshot = snapshot_graph(graph.raw_cuda_graph(), _regions(inputs, outputs, fixed), provenance())
     if recorder is not None:
         recorder.attribute(snapshot)
-    pool_bytes = _pool_bytes(graph)
+    pool_bytes = sum(size for _, size in pool_segments(graph))
     output_bytes = sum(_extent(t) for t in outputs)
     return Capture(graph, list(inputs), outputs, snapshot, pool_bytes, output_bytes)
 
 
-def _pool_bytes(graph: Any) -> int:
+def pool_segments(graph: Any) -> list[tuple[int, int]]:
+    """(address, bytes) of each allocator segment in the graph's private memory pool."""
     import torch
 
     try:
         pool = tuple(graph.pool())
     except Exception:
-        return 0
-    total = 0
-    for segment in torch.cuda.memory_snapshot():
-        if tuple(segment.get("segment_pool_id", ())) == pool:
-            total += segment["total_size"]
-    return total
+        return []
+    return [
+        (segment["address"], segment["total_size"])
+        for segment in torch.cuda.memory_snapshot()
+        if tuple(segment.get("segment_pool_id", ())) == pool
+    ]
 
 
 def _capture_graph_node_count() -> int | None:

@@ -129,6 +129,24 @@ def snapshot_graph(raw_graph: int, regions: Sequence[Region] = (), provenance: d
     return GraphSnapshot(nodes=nodes, edges=edges, regions=list(regions), provenance=provenance or {})
 
 
+def kernel_params_with_arguments(handle: Any, arguments: Sequence[bytes]) -> tuple[Any, list[Any], Any]:
+    """The kernel node's launch parameters with its arguments replaced by ``arguments``: the
+    driver struct, the ctypes buffers holding each argument and the `void*[]` pointing at them
+    (both must outlive every use of the struct)."""
+    drv = _driver()
+    original = _ok(drv.cuGraphKernelNodeGetParams(handle))
+    buffers = [ctypes.create_string_buffer(bytes(data), len(data)) for data in arguments]
+    array = (ctypes.c_void_p * len(buffers))(*[ctypes.addressof(b) for b in buffers])
+    params = drv.CUDA_KERNEL_NODE_PARAMS()
+    params.func = original.func
+    params.gridDimX, params.gridDimY, params.gridDimZ = original.gridDimX, original.gridDimY, original.gridDimZ
+    params.blockDimX, params.blockDimY, params.blockDimZ = original.blockDimX, original.blockDimY, original.blockDimZ
+    params.sharedMemBytes = original.sharedMemBytes
+    params.kernelParams = ctypes.addressof(array)
+    params.extra = 0
+    return params, buffers, array
+
+
 def provenance() -> dict[str, Any]:
     """Device, driver, CUDA, torch and cuda-bindings versions, and the time of recording."""
     import torch

@@ -29,11 +29,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graphlint.findings import Finding
+from graphlint.registry import Rule
 from graphlint.runtime_sanitizer import analysis
-from graphlint.runtime_sanitizer.capture import _extent, load_state, save_state
+from graphlint.runtime_sanitizer.capture import _extent, load_state, pool_segments, save_state
+from graphlint.runtime_sanitizer.introspection import _driver, _ok, kernel_params_with_arguments
 from graphlint.runtime_sanitizer.replay_guard import publish, sanitizer_internal, user_site
-from graphlint.runtime_sanitizer.report import SanitizerReport, analyze_pair
+from graphlint.runtime_sanitizer.report import SanitizerReport, analyze_pair, rule_finding
 from graphlint.runtime_sanitizer.rules import ALIGNMENT_HAZARD, FIXED_ADDRESS_REPOINTED
 
 
@@ -60,7 +61,7 @@ class _PatchedNode:
     slots: list[_Slot]
     raw: Any = None  # the same parameters as a C struct, for the direct driver call
     handle_int: int = 0
-    writes: list[tuple[int, str, int, int, int]] | None = None  # (buffer address + offset, role, tensor, delta, width)
+    writes: list[tuple[Any, tuple[str, int], int]] | None = None  # (ctypes field in a buffer, tensor key, delta)
 
 
 class _KernelNodeParams(ctypes.Structure):
@@ -80,6 +81,11 @@ class _KernelNodeParams(ctypes.Structure):
         ("kern", ctypes.c_void_p),
         ("ctx", ctypes.c_void_p),
     ]
+
+
+# The argument field a slot rewrites, by width: ctypes truncates to the field on assignment,
+# so a 4-byte field receives the address's low half.
+_FIELD = {8: ctypes.c_uint64, 4: ctypes.c_uint32}
 
 
 def _direct_setter() -> Any:
@@ -124,7 +130,6 @@ class ParameterizedLauncher:
     def _build(self, fn: Callable, sample_inputs: Sequence[Any], warmup: int) -> None:
         torch = self._torch
         from graphlint.runtime_sanitizer.capture import capture_attributed, capture_shifted, capture_three
-        from graphlint.runtime_sanitizer.introspection import _driver, _ok
 
         self._drv, self._ok = _driver(), _ok
         fixed = self._fixed
@@ -144,7 +149,6 @@ class ParameterizedLauncher:
         self._meta = [(t.shape, t.stride(), t.dtype, t.device) for t in self.inputs]
         self._out_meta = [(t.shape, t.stride(), t.dtype, t.device) for t in self.outputs]
         self.fallback_reason: str | None = None
-        self.pinned: dict[str, str] = {}  # "input 0" / "output 1" -> why it is copied, not re-pointed
         self._warned: set[str] = set()
         self._poison = False
         self._nodes = self._prepare(first)
@@ -180,11 +184,9 @@ class ParameterizedLauncher:
             )
             node.writes = [
                 (
-                    ctypes.addressof(node.buffers[slot.param]) + slot.offset,
-                    slot.role,
-                    slot.tensor,
+                    _FIELD[slot.width].from_address(ctypes.addressof(node.buffers[slot.param]) + slot.offset),
+                    (slot.role, slot.tensor),
                     slot.delta,
-                    slot.width,
                 )
                 for slot in node.slots
             ]
@@ -201,15 +203,6 @@ class ParameterizedLauncher:
         aliased = [w for w in words if w.role == analysis.INPUT and capture.snapshot.region_of(w.first, ("output",))]
         if aliased:
             self.fallback_reason = "an output aliases an input"
-        for index, output in enumerate(capture.outputs):
-            storage = output.untyped_storage()
-            if index in self._pinned_outputs:
-                continue
-            if storage.data_ptr() != output.data_ptr() or storage.nbytes() != output.numel() * output.element_size():
-                # A fresh tensor cannot stand in for a view (a reduction's scalar inside its
-                # workspace): clone it from the static output instead.
-                self.pinned[f"output {index}"] = f"output {index} is a view into a larger buffer: cloned after replay"
-                self._pinned_outputs.add(index)
         words = [w for w in words if not self._is_pinned(w)]
         graph = drv.CUgraph(capture.graph.raw_cuda_graph())
         handles = ok(drv.cuGraphGetNodes(graph, len(capture.snapshot.nodes)))[0]
@@ -222,33 +215,22 @@ class ParameterizedLauncher:
         for node_index, slots in sorted(by_node.items()):
             node = capture.snapshot.nodes[node_index]
             handle = handles[node_index]
-            original = ok(drv.cuGraphKernelNodeGetParams(handle))
-            buffers = [ctypes.create_string_buffer(p.data, len(p.data)) for p in node.params]
-            array = (ctypes.c_void_p * len(buffers))(*[ctypes.addressof(b) for b in buffers])
-            params = drv.CUDA_KERNEL_NODE_PARAMS()
-            params.func = original.func
-            params.gridDimX, params.gridDimY, params.gridDimZ = original.gridDimX, original.gridDimY, original.gridDimZ
-            params.blockDimX, params.blockDimY, params.blockDimZ = (
-                original.blockDimX,
-                original.blockDimY,
-                original.blockDimZ,
-            )
-            params.sharedMemBytes = original.sharedMemBytes
-            params.kernelParams = ctypes.addressof(array)
-            params.extra = 0
+            params, buffers, array = kernel_params_with_arguments(handle, [p.data for p in node.params])
             nodes.append(_PatchedNode(handle, params, buffers, array, slots))
         return nodes
 
     def _pin(self, words: list[analysis.Word], capture) -> None:
         """Inputs and outputs copied through their static buffers instead of re-pointed
         (`analysis.pins`); GL507 for those a communication kernel uses."""
-        found = analysis.pins(words, capture.snapshot, len(capture.outputs))
-        self.pinned = {f"{role} {index}": pin.reason for (role, index), pin in found.items()}
+        views = [index for index, output in enumerate(capture.outputs) if _is_view(output)]
+        found = analysis.pins(words, capture.snapshot, len(capture.outputs), views)
+        # "input 0" / "output 1" -> why it is copied, not re-pointed
+        self.pinned: dict[str, str] = {f"{role} {index}": pin.reason for (role, index), pin in found.items()}
         self._pinned_inputs = {index for role, index in found if role == analysis.INPUT}
         self._pinned_outputs = {index for role, index in found if role == analysis.OUTPUT}
         for pin in found.values():
             if pin.fixed_address:
-                self._report_fixed(pin.reason)
+                self._report(FIXED_ADDRESS_REPOINTED, pin.reason)
 
     def _is_pinned(self, word: analysis.Word) -> bool:
         pinned = self._pinned_inputs if word.role == analysis.INPUT else self._pinned_outputs
@@ -258,15 +240,7 @@ class ParameterizedLauncher:
         """Memory the replayed graph writes at fixed addresses: its private pool, and the
         parameters, buffers and optimizer state it updates (all of them when the writes could
         not be attributed). A kernel re-pointed into it would read values that change under it."""
-        torch = self._torch
-        ranges = []
-        try:
-            pool = tuple(capture.graph.pool())
-            for segment in torch.cuda.memory_snapshot():
-                if tuple(segment.get("segment_pool_id", ())) == pool:
-                    ranges.append((segment["address"], segment["address"] + segment["total_size"]))
-        except Exception:  # pragma: no cover - pool ids unavailable: judge parameters only
-            pass
+        ranges = [(start, start + size) for start, size in pool_segments(capture.graph)]
         writes = None if self._ordering is None else [w for node in self._ordering.nodes for w in node.writes]
         for tensor in self._fixed:
             start = tensor.data_ptr()
@@ -275,12 +249,9 @@ class ParameterizedLauncher:
                 ranges.append((start, end))
         return ranges
 
-    def _report_fixed(self, message: str) -> None:
-        path, line = user_site()
-        rule = FIXED_ADDRESS_REPOINTED
-        self._publish(Finding(rule.code, rule.name, rule.severity, message, path, line, 1, line, 1))
-
-    def _publish(self, finding: Finding) -> None:
+    def _report(self, rule: Rule, message: str) -> None:
+        """A finding at the user's call site, in `self.report` and for the pytest plugin."""
+        finding = rule_finding(rule, message, user_site())
         self.report.findings.append(finding)
         publish(finding)
 
@@ -319,34 +290,37 @@ class ParameterizedLauncher:
             self.fallback_reason = "self-check failed: re-pointed results differ (pointers the analysis cannot see)"
 
     # -- calls ---------------------------------------------------------------------------
-    def _why_not(self, inputs: Sequence[Any]) -> str | None:
+    def _why_not(self, inputs: Sequence[Any]) -> tuple[str, Rule | None] | None:
+        """Why this call cannot be served by re-pointing, and the rule it would break (if any)."""
         if self.fallback_reason:
-            return self.fallback_reason
+            return self.fallback_reason, None
         if len(inputs) != len(self.inputs):
-            return f"expected {len(self.inputs)} inputs, got {len(inputs)}"
+            return f"expected {len(self.inputs)} inputs, got {len(inputs)}", None
         for index, (tensor, (shape, stride, dtype, device)) in enumerate(zip(inputs, self._meta, strict=True)):
             if not isinstance(tensor, self._torch.Tensor):
-                return f"input {index} is not a tensor"
+                return f"input {index} is not a tensor", None
             if tensor.shape != shape or tensor.stride() != stride or tensor.dtype != dtype or tensor.device != device:
-                return f"input {index} has another shape, stride, dtype or device than at capture"
+                return f"input {index} has another shape, stride, dtype or device than at capture", None
             if index in self._pinned_inputs:
                 continue
             if _inside(self._written, tensor.data_ptr(), tensor.data_ptr() + max(_extent(tensor), 1)):
                 return (
                     f"input {index} lies in memory the graph itself writes (its private pool, or a parameter it "
-                    "updates): re-pointing a kernel there would read values that change during the replay (GL507)"
+                    "updates): re-pointing a kernel there would read values that change during the replay (GL507)",
+                    FIXED_ADDRESS_REPOINTED,
                 )
             if analysis.alignment_of(tensor.data_ptr()) < self._required[index]:
                 return (
                     f"input {index} is {analysis.alignment_of(tensor.data_ptr())}-byte aligned; its kernels need "
-                    f"{self._required[index]} (GL502)"
+                    f"{self._required[index]} (GL502)",
+                    ALIGNMENT_HAZARD,
                 )
         return None
 
     def __call__(self, *inputs: Any) -> list[Any]:
-        reason = self._why_not(inputs)
-        if reason is not None:
-            return self._fallback(inputs, reason)
+        refusal = self._why_not(inputs)
+        if refusal is not None:
+            return self._fallback(inputs, *refusal)
         torch = self._torch
         pinned_out = self._pinned_outputs
         outputs = [
@@ -365,11 +339,8 @@ class ParameterizedLauncher:
         if direct is not None:
             exec_handle = self._exec_handle
             for node in self._nodes:
-                for where, role, tensor, delta, width in node.writes:
-                    if width == 8:
-                        ctypes.c_uint64.from_address(where).value = addresses[(role, tensor)] + delta
-                    else:
-                        ctypes.c_uint32.from_address(where).value = (addresses[(role, tensor)] + delta) & 0xFFFFFFFF
+                for field, key, delta in node.writes:  # inlined _pack: this loop is the per-call cost
+                    field.value = addresses[key] + delta
                 if direct(exec_handle, node.handle_int, node.raw) != 0:
                     raise LauncherRefused("the driver refused a kernel node update")
         else:
@@ -382,14 +353,12 @@ class ParameterizedLauncher:
             outputs[index] = self.outputs[index].clone()
         return outputs
 
-    def _fallback(self, inputs: Sequence[Any], reason: str | None) -> list[Any]:
+    def _fallback(self, inputs: Sequence[Any], reason: str | None, rule: Rule | None = None) -> list[Any]:
         if reason is not None and reason not in self._warned:
             self._warned.add(reason)
             warnings.warn(f"graphlint launcher: copy-in/replay/clone-out because {reason}", stacklevel=3)
-            rule = {"(GL502)": ALIGNMENT_HAZARD, "(GL507)": FIXED_ADDRESS_REPOINTED}.get(reason[-7:])
-            if rule is not None:  # the call site that needed it, for the report and the pytest plugin
-                path, line = user_site()
-                self._publish(Finding(rule.code, rule.name, rule.severity, reason, path, line, 1, line, 1))
+            if rule is not None:
+                self._report(rule, reason)
         if len(inputs) != len(self.inputs) or any(
             getattr(t, "shape", None) != meta[0] for t, meta in zip(inputs, self._meta, strict=False)
         ):
@@ -431,13 +400,16 @@ def _inside(merged: tuple[list[int], list[int]], start: int, end: int) -> bool:
     return index + 1 < len(starts) and starts[index + 1] < end
 
 
+def _is_view(tensor: Any) -> bool:
+    """Whether the tensor is a view into a larger buffer (a reduction's scalar in its workspace)."""
+    storage = tensor.untyped_storage()
+    return storage.data_ptr() != tensor.data_ptr() or storage.nbytes() != tensor.numel() * tensor.element_size()
+
+
 def _pack(node: _PatchedNode, addresses: dict[tuple[str, int], int]) -> None:
     """Write each slot's address (or its low half) into the node's argument buffers."""
-    for slot in node.slots:
-        address = (addresses[(slot.role, slot.tensor)] + slot.delta) & ((1 << (8 * slot.width)) - 1)
-        ctypes.memmove(
-            ctypes.addressof(node.buffers[slot.param]) + slot.offset, address.to_bytes(slot.width, "little"), slot.width
-        )
+    for field, key, delta in node.writes:
+        field.value = addresses[key] + delta
 
 
 def _like(tensor: Any) -> Any:

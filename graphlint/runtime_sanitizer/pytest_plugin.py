@@ -96,7 +96,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = outcome.get_result()
     if call.when != "call" or item.config.getoption("--graphlint-sanitize") != "error":
         return
-    findings = [f for f in item.stash.get(_KEY, []) if f.severity != "info"]  # GL508 informs, never fails
+    findings = [f for f in item.stash.get(_KEY, []) if not f.informational]
     if findings and report.passed:
         report.outcome = "failed"
         report.longrepr = "graphlint sanitizer findings:\n" + "\n".join(

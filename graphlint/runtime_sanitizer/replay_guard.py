@@ -33,6 +33,7 @@ from typing import Any
 
 from graphlint.findings import Finding
 from graphlint.runtime_sanitizer.capture import tensors_in
+from graphlint.runtime_sanitizer.report import rule_finding
 from graphlint.runtime_sanitizer.rules import REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
 
 
@@ -279,7 +280,7 @@ class ReplayGuard:
         )
 
     def _report(self, rule: Any, message: str, path: str, line: int) -> None:
-        finding = Finding(rule.code, rule.name, rule.severity, message, path, line, 1, line, 1)
+        finding = rule_finding(rule, message, (path, line))
         self.findings.append(finding)
         if self.mode == "raise" and rule.code == "GL503":
             raise StaleOutputRead(message)

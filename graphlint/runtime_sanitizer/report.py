@@ -35,7 +35,7 @@ class SanitizerReport:
             required = self.alignment.get(index)
             if required is not None and analysis.alignment_of(address) < required:
                 found.append(
-                    _finding(
+                    rule_finding(
                         ALIGNMENT_HAZARD,
                         f"input {index} of `{self.label}` at {address:#x} is {analysis.alignment_of(address)}-byte "
                         f"aligned; its kernels were chosen for {required}-byte alignment",
@@ -45,7 +45,8 @@ class SanitizerReport:
         return found
 
 
-def _finding(rule, message: str, where: tuple[str, int]) -> Finding:
+def rule_finding(rule, message: str, where: tuple[str, int]) -> Finding:
+    """A runtime finding of ``rule`` at a (path, line): the type every reporter understands."""
     path, line = where
     return Finding(rule.code, rule.name, rule.severity, message, path, line, 1, line, 1)
 
@@ -68,7 +69,7 @@ def analyze_pair(
         shown = "; ".join(f"node {d.index}: {d.first} vs {d.second}" for d in differences[:3])
         more = f" (and {len(differences) - 3} more)" if len(differences) > 3 else ""
         return SanitizerReport(
-            [_finding(UNSTABLE_CAPTURE, f"two captures of `{label}` on equal shapes differ: {shown}{more}", where)],
+            [rule_finding(UNSTABLE_CAPTURE, f"two captures of `{label}` on equal shapes differ: {shown}{more}", where)],
             where=where,
             label=label,
         )
@@ -80,7 +81,7 @@ def analyze_pair(
     nodes = {node.index: node for node in first.nodes}
     for word in analysis.baked_host_values(words, noise):
         findings.append(
-            _finding(
+            rule_finding(
                 BAKED_HOST_VALUE,
                 f"argument {word.param} of `{nodes[word.node].name[:80]}` (node {word.node}) is "
                 f"{word.first:#x} in one capture and {word.second:#x} in the other: a host value frozen into `{label}`",
@@ -89,7 +90,7 @@ def analyze_pair(
         )
     for node, param, a, b in analysis.scalar_differences(first, second, noise, words):
         findings.append(
-            _finding(
+            rule_finding(
                 BAKED_HOST_VALUE,
                 f"argument {param} of `{nodes[node].name[:80]}` (node {node}) is {a.hex()} in one capture and "
                 f"{b.hex()} in the other: a host value frozen into `{label}`",
@@ -101,7 +102,7 @@ def analyze_pair(
     for race in analysis.unordered_accesses(ordered):
         a, b = ordered_nodes[race.first], ordered_nodes[race.second]
         findings.append(
-            _finding(
+            rule_finding(
                 UNORDERED_ACCESS,
                 f"nodes {a.index} ({a.op or a.name[:60]}) and {b.index} ({b.op or b.name[:60]}) of `{label}` touch "
                 f"memory at {race.address:#x}, one writes it, and no dependency orders them",
@@ -114,7 +115,7 @@ def analyze_pair(
 def memory_finding(pool_bytes: int, output_bytes: int, where: tuple[str, int], label: str) -> Finding:
     """GL508 (informational): the graph's private pool, and what outputs from the default pool would free."""
     mib = 1 << 20
-    return _finding(
+    return rule_finding(
         GRAPH_POOL_MEMORY,
         f"`{label}` holds {pool_bytes / mib:.1f} MiB in its private pool; a parameterized launch that allocates "
         f"outputs from the default pool per call would give back {output_bytes / mib:.1f} MiB of it",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+import traceback
 import warnings
 
 from graphlint.checkers.model import ModuleSummary
@@ -69,7 +70,9 @@ def summarize_source(data: bytes, module: str, is_package: bool) -> ModuleSummar
         return ModuleSummary(module=module, error="file is nested too deeply to analyse")
     except Exception as error:  # a graphlint bug must not cost the user the rest of the run
         return ModuleSummary(
-            module=module, error=f"internal error while analysing (please report): {type(error).__name__}: {error}"
+            module=module,
+            internal_error=f"summarising the file failed: {type(error).__name__}: {error}",
+            internal_traceback=traceback.format_exc(),
         )
     suppressions = parse_suppressions(text, tree)
     summary.suppressions = suppressions.by_line

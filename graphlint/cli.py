@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     check_parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
     check_parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
     check_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
+    check_parser.add_argument(
+        "-v", "--verbose", action="store_true", help="print the traceback of every internal error (GL002)"
+    )
 
     sanitize_parser = commands.add_parser(
         "sanitize",
@@ -194,9 +197,26 @@ def _check(args: argparse.Namespace) -> int:
     if args.fix:
         result = _fix_loop(args, resolver, options, result)
     _emit(args, result)
+    if result.internal_errors:
+        _report_internal_errors(result, args.verbose)
+        return EXIT_ERROR
     if args.exit_zero or not result.findings:
         return EXIT_OK
     return EXIT_FINDINGS
+
+
+def _report_internal_errors(result: CheckResult, verbose: bool) -> None:
+    """After the report: say that graphlint failed somewhere, and where, on stderr."""
+    count = len(result.internal_errors)
+    print(
+        f"graphlint: {count} internal error{'s' if count != 1 else ''} (GL002): the rest of the run was checked; "
+        + ("tracebacks follow" if verbose else "run with --verbose for the tracebacks and please report them"),
+        file=sys.stderr,
+    )
+    if verbose:
+        for finding in result.internal_errors:
+            trace = result.tracebacks.get((finding.path, finding.line, finding.message), "")
+            print(f"--- {finding.path}:{finding.line}: {finding.message}\n{trace}", file=sys.stderr)
 
 
 def _emit(args: argparse.Namespace, result: CheckResult) -> None:

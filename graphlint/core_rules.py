@@ -49,3 +49,28 @@ UNUSED_SUPPRESSION = declare(
         """,
     )
 )
+
+INTERNAL_ERROR = declare(
+    Rule(
+        code="GL002",
+        name="internal-error",
+        summary=(
+            "graphlint itself failed while analysing one file, one capture region or one "
+            "function (a bug in graphlint, not in your code). The message names the step "
+            "and the exception; `--verbose` prints the traceback."
+        ),
+        why=(
+            "An analysis that fails silently is worse than none: the hazards it would have "
+            "found are missing from the report and nobody knows. The failure is reported on "
+            "the file it happened in, every other file and region is still checked, and the "
+            "run exits with status 2 after printing everything else, so CI notices. It cannot "
+            "be deselected or suppressed; please report it with the traceback."
+        ),
+        example="""
+            # any file: the finding is about graphlint, not about the code
+        """,
+        use_instead="""
+            # report the traceback (`graphlint check --verbose`) to graphlint's maintainers
+        """,
+    )
+)

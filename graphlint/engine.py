@@ -7,6 +7,7 @@ warm caches.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from graphlint.cache import SummaryCache, cache_key, run_key
 from graphlint.checkers.model import ModuleSummary
 from graphlint.checkers.project import Project
 from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_to_root
-from graphlint.core_rules import PARSE_ERROR, UNUSED_SUPPRESSION
+from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover
 from graphlint.findings import Finding, sort_findings
 
@@ -32,6 +33,12 @@ class CheckResult:
     sources: dict[str, bytes] = field(default_factory=dict)  # display path -> bytes read
     cache_hits: int = 0
     cache_misses: int = 0
+    # GL002 findings' tracebacks, keyed by (path, line, message), for `--verbose`.
+    tracebacks: dict[tuple[str, int, str], str] = field(default_factory=dict)
+
+    @property
+    def internal_errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.code == INTERNAL_ERROR.code]
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ def summarize_files(
         results = [_summarize_job(job) for job in work]
     for source, summary in zip(pending, results, strict=True):
         summaries[source.display] = summary
-        if summary.error is None or summary.error.startswith("syntax error"):
+        if summary.internal_error is None and (summary.error is None or summary.error.startswith("syntax error")):
             cache.put(keys[source.display], summary)
     cache.save()
     return summaries
@@ -129,28 +136,61 @@ def check(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> 
         return CheckResult(list(reused), files, sources, cache_hits=len(files), cache_misses=0)
     summaries = summarize_files(files, sources, keys, errors, cache, options.jobs)
     entry_points = frozenset(point for settings in resolver.all_settings() for point in settings.capture_entry_points)
-    analysable = {path: s for path, s in summaries.items() if s.error is None and not s.skip_file}
-    raw = Project(analysable, entry_points).findings()
+    analysable = {
+        path: s for path, s in summaries.items() if s.error is None and s.internal_error is None and not s.skip_file
+    }
+    project = Project(analysable, entry_points)
+    raw = project.findings()
+    raw.extend(_parse_errors(files, summaries))
+    internal, tracebacks = _internal_errors(files, summaries, project)
+    findings = sort_findings([*_filter(raw, files, summaries, options.selection), *internal])
+    if not errors and not internal:
+        cache.put_result(whole_run, findings)
+    return CheckResult(findings, files, sources, cache.hits, cache.misses, tracebacks)
+
+
+def _parse_errors(files: list[SourceFile], summaries: dict[str, ModuleSummary]) -> list[Finding]:
+    found = []
     for source in files:
         summary = summaries[source.display]
         if summary.error is not None and not summary.skip_file:
-            raw.append(
-                Finding(
-                    code=PARSE_ERROR.code,
-                    name=PARSE_ERROR.name,
-                    severity=PARSE_ERROR.severity,
-                    message=summary.error,
-                    path=source.display,
-                    line=summary.error_line,
-                    column=summary.error_column,
-                    end_line=summary.error_line,
-                    end_column=summary.error_column,
-                )
-            )
-    findings = sort_findings(_filter(raw, files, summaries, options.selection))
-    if not errors:
-        cache.put_result(whole_run, findings)
-    return CheckResult(findings, files, sources, cache.hits, cache.misses)
+            line, column = summary.error_line, summary.error_column
+            found.append(_core_finding(PARSE_ERROR, summary.error, source.display, line, column))
+    return found
+
+
+def _internal_errors(
+    files: list[SourceFile], summaries: dict[str, ModuleSummary], project: Project
+) -> tuple[list[Finding], dict[tuple[str, int, str], str]]:
+    """GL002 findings (never deselected or suppressed: they say graphlint failed) and tracebacks."""
+    found: list[Finding] = []
+    tracebacks: dict[tuple[str, int, str], str] = {}
+    failures = [
+        (s.display, 1, summaries[s.display].internal_error, summaries[s.display].internal_traceback) for s in files
+    ]
+    failures += [(e.path, e.line, e.message, e.traceback) for e in project.internal_errors]
+    for path, line, message, trace in failures:
+        if message is None:
+            continue
+        message = f"{message} (please report this; --verbose shows the traceback)"
+        if (path, line, message) not in tracebacks:
+            tracebacks[(path, line, message)] = trace or ""
+            found.append(_core_finding(INTERNAL_ERROR, message, path, line, 1))
+    return found, tracebacks
+
+
+def _core_finding(rule, message: str, path: str, line: int, column: int) -> Finding:
+    return Finding(
+        code=rule.code,
+        name=rule.name,
+        severity=rule.severity,
+        message=message,
+        path=path,
+        line=line,
+        column=column,
+        end_line=line,
+        end_column=column,
+    )
 
 
 def _filter(
@@ -190,19 +230,9 @@ def _unused_suppressions(
         unused = sorted(code for code in suppression.codes if code in enabled and code not in used.get(line, set()))
         if not unused:
             continue
-        found.append(
-            Finding(
-                code=UNUSED_SUPPRESSION.code,
-                name=UNUSED_SUPPRESSION.name,
-                severity=UNUSED_SUPPRESSION.severity,
-                message=f"unused suppression for {', '.join(unused)}: no such finding on this line",
-                path=path,
-                line=line,
-                column=suppression.column,
-                end_line=line,
-                end_column=suppression.end_column,
-            )
-        )
+        message = f"unused suppression for {', '.join(unused)}: no such finding on this line"
+        finding = _core_finding(UNUSED_SUPPRESSION, message, path, line, suppression.column)
+        found.append(dataclasses.replace(finding, end_column=suppression.end_column))
     return found
 
 

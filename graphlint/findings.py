@@ -59,9 +59,13 @@ class Fix:
         return cls(data["applicability"], data["message"], tuple(Edit.from_dict(e) for e in data["edits"]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class CallSite:
-    """One hop of an interprocedural path: the call at ``path:line`` inside ``function``."""
+    """One hop of an interprocedural path: the call at ``path:line`` inside ``function``.
+
+    Ordered (path, line, function) so that call paths, tuples of these, sort: the project
+    phase picks the shortest path to each function by sorting candidate paths.
+    """
 
     path: str
     line: int

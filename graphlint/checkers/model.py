@@ -132,5 +132,7 @@ class ModuleSummary:
     suppressions: dict[int, Suppression] = field(default_factory=dict)
     skip_file: bool = False
     error: str | None = None  # GL000 reason
+    internal_error: str | None = None  # GL002: graphlint failed on this file (message)
+    internal_traceback: str | None = None  # shown under --verbose
     error_line: int = 1
     error_column: int = 1

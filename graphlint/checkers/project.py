@@ -9,7 +9,10 @@ cudagraph mode). Each finding reached through calls carries the shortest call pa
 
 from __future__ import annotations
 
+import traceback
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import networkx as nx
@@ -29,6 +32,16 @@ class Reach:
 
     kind: str
     path: tuple[CallSite, ...]
+
+
+@dataclass(frozen=True)
+class InternalError:
+    """graphlint failed on one step of the project phase; reported as GL002 on ``path``."""
+
+    path: str
+    line: int
+    message: str
+    traceback: str
 
 
 class Project:
@@ -52,8 +65,24 @@ class Project:
             for local, dotted in summary.aliases.items():
                 self.aliases[f"{summary.module}.{local}"] = dotted
         self.graph = nx.DiGraph()
+        self.internal_errors: list[InternalError] = []
         self._resolved: dict[str, list[str]] = {}
         self._wrappers = self._find_wrappers()
+
+    @contextmanager
+    def _guard(self, path: str, line: int, step: str) -> Iterator[None]:
+        """Record an exception in ``step`` as an internal error on ``path`` and go on.
+
+        One function, capture region or file that trips a graphlint bug must not cost the
+        user the findings of every other one.
+        """
+        try:
+            yield
+        except (KeyboardInterrupt, MemoryError):
+            raise
+        except Exception as error:
+            message = f"{step} failed: {type(error).__name__}: {error}"
+            self.internal_errors.append(InternalError(path, line, message, traceback.format_exc()))
 
     # -- resolution ----------------------------------------------------------------------
     def resolve_name(self, dotted: str) -> str | None:
@@ -209,24 +238,29 @@ class Project:
         seeds: list[tuple[str, Reach, dict[str, set[str]]]] = []
         for path, summary in sorted(self.summaries.items()):
             for entry in summary.entries:
-                site = (CallSite(path, entry.line, entry.function),) if entry.via_call else ()
-                for target in self.resolve_target(entry.target):
-                    seeds.append((target, Reach(entry.kind, site), {}))
+                with self._guard(path, entry.line, "resolving a captured callable"):
+                    site = (CallSite(path, entry.line, entry.function),) if entry.via_call else ()
+                    for target in self.resolve_target(entry.target):
+                        seeds.append((target, Reach(entry.kind, site), {}))
             if not summary.regions:
                 continue
             for qualname in sorted(summary.functions):
                 function = summary.functions[qualname]
-                for call in function.calls:
-                    if not call.regions:
-                        continue
-                    if self.active_region(summary, call.regions) is None:
-                        continue
-                    site = (CallSite(path, call.line, function.display),)
-                    for callee in self._resolve_in(call.target, {}):
-                        seeds.append((callee, Reach(GRAPH, site), self._callee_bindings(call, callee, {})))
+                with self._guard(path, function.line, f"finding the calls in capture regions of `{function.display}`"):
+                    seeds.extend(self._region_seeds(path, summary, function))
         # Graph captures first so a function reachable from both reports the graph consequence.
         seeds.sort(key=lambda s: (s[1].kind != GRAPH, len(s[1].path), s[0], s[1].path))
         return seeds
+
+    def _region_seeds(
+        self, path: str, summary: ModuleSummary, function: FunctionSummary
+    ) -> Iterator[tuple[str, Reach, dict[str, set[str]]]]:
+        for call in function.calls:
+            if not call.regions or self.active_region(summary, call.regions) is None:
+                continue
+            site = (CallSite(path, call.line, function.display),)
+            for callee in self._resolve_in(call.target, {}):
+                yield callee, Reach(GRAPH, site), self._callee_bindings(call, callee, {})
 
     def capture_reach(self) -> dict[str, Reach]:
         """Every function that runs in a capture, with its region kind and shortest call path.
@@ -250,21 +284,29 @@ class Project:
         while queue:
             current = queue.popleft()
             path, function = self.functions[current]
-            how = reach[current]
-            bindings = contexts[current]
-            for call in function.calls:
-                for callee in self._resolve_in(call.target, bindings):
-                    site = CallSite(path, call.line, function.display)
-                    if not self.graph.has_edge(current, callee):
-                        self.graph.add_edge(current, callee, site=site)
-                    passed = self._callee_bindings(call, callee, bindings)
-                    if callee not in reach:
-                        reach[callee] = Reach(how.kind, (*how.path, site))
-                        contexts[callee] = passed
-                        queue.append(callee)
-                    elif _merge(contexts[callee], passed):
-                        queue.append(callee)
+            with self._guard(path, function.line, f"following the calls of `{function.display}`"):
+                queue.extend(self._visit(current, reach, contexts))
         return reach
+
+    def _visit(self, current: str, reach: dict[str, Reach], contexts: dict[str, dict[str, set[str]]]) -> list[str]:
+        """Resolve the calls of one reached function; the callees that need a (re)visit."""
+        path, function = self.functions[current]
+        how = reach[current]
+        bindings = contexts[current]
+        again: list[str] = []
+        for call in function.calls:
+            for callee in self._resolve_in(call.target, bindings):
+                site = CallSite(path, call.line, function.display)
+                if not self.graph.has_edge(current, callee):
+                    self.graph.add_edge(current, callee, site=site)
+                passed = self._callee_bindings(call, callee, bindings)
+                if callee not in reach:
+                    reach[callee] = Reach(how.kind, (*how.path, site))
+                    contexts[callee] = passed
+                    again.append(callee)
+                elif _merge(contexts[callee], passed):
+                    again.append(callee)
+        return again
 
     # -- findings ------------------------------------------------------------------------
     def findings(self) -> list[Finding]:
@@ -275,7 +317,9 @@ class Project:
             path, function = self.functions[qualname]
             summary = self.summaries[path]
             for hazard in function.hazards:
-                finding = self._judge(path, summary, hazard, reach.get(qualname), rules)
+                finding = None
+                with self._guard(path, hazard.line, f"judging a {hazard.code} candidate in `{function.display}`"):
+                    finding = self._judge(path, summary, hazard, reach.get(qualname), rules)
                 if finding is not None:
                     key = (finding.path, finding.code, finding.line, finding.column)
                     found.setdefault(key, finding)
@@ -301,17 +345,8 @@ class Project:
             path, function = self.functions[qualname]
             if not function.trace:
                 continue
-            for line, col, end_line, end_col, message, _ in replay_rules.evaluate_trace(function.trace, runner_graph):
-                fix = Fix(
-                    "safe",
-                    "keep a copy: append `.clone()`",
-                    (Edit(end_line, end_col + 1, end_line, end_col + 1, ".clone()"),),
-                )
-                results.append(
-                    Finding(
-                        rule.code, rule.name, rule.severity, message, path, line, col + 1, end_line, end_col + 1, fix
-                    )
-                )
+            with self._guard(path, function.line, f"following the runner calls of `{function.display}`"):
+                results.extend(_runner_trace_findings(path, function, runner_graph, rule))
         return results
 
     def _judge(
@@ -361,3 +396,16 @@ def _merge(into: dict[str, set[str]], new: dict[str, set[str]]) -> bool:
             slot |= classes
             changed = True
     return changed
+
+
+def _runner_trace_findings(path: str, function: FunctionSummary, runner_graph, rule) -> list[Finding]:
+    """GL201 findings of one caller's trace, each with the safe `.clone()` fix."""
+    results = []
+    for line, col, end_line, end_col, message, _ in replay_rules.evaluate_trace(function.trace, runner_graph):
+        fix = Fix(
+            "safe", "keep a copy: append `.clone()`", (Edit(end_line, end_col + 1, end_line, end_col + 1, ".clone()"),)
+        )
+        results.append(
+            Finding(rule.code, rule.name, rule.severity, message, path, line, col + 1, end_line, end_col + 1, fix)
+        )
+    return results

@@ -22,7 +22,7 @@ from graphlint import __version__
 from graphlint.checkers.model import ModuleSummary
 
 CACHE_DIR_NAME = ".graphlint_cache"
-_FORMAT = 1
+_FORMAT = 2  # bump whenever a summary type changes shape
 _MAX_ENTRIES = 50_000
 _MAX_RESULTS = 16
 _MAX_DELTAS = 8

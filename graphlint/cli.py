@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check_parser.add_argument("--ignore", action="append", metavar="CODES", help="codes or prefixes to leave out")
     check_parser.add_argument("--extend-select", action="append", metavar="CODES", help="codes to add to the selection")
+    check_parser.add_argument(
+        "--preview",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="enable preview rules (below 90%% precision on the real-code corpus); overrides `preview` in the config",
+    )
     check_parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     check_parser.add_argument("--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
     check_parser.add_argument("--fix", action="store_true", help="apply safe fixes")
@@ -99,6 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
         "program", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS] | -- python -m MODULE"
     )
 
+    captures_parser = commands.add_parser(
+        "captures", help="list every capture region found, what it captures and how much code it reaches"
+    )
+    captures_parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
+    captures_parser.add_argument("--format", choices=("text", "json"), default="text")
+    captures_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
+    captures_parser.add_argument("--jobs", type=_positive, default=None, metavar="N")
+    captures_parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
+
     rule_parser = commands.add_parser("rule", help="print a rule's documentation")
     rule_parser.add_argument("code")
     commands.add_parser("rules", help="list every rule")
@@ -117,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             return _sanitize(args)
         if args.command == "rules":
             return _rules()
+        if args.command == "captures":
+            return _captures(args)
         parser.print_help(sys.stderr)
         return EXIT_ERROR
     except (ConfigError, _UsageError) as error:
@@ -124,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `graphlint rules | head`: the reader left; nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception:
         print("graphlint: internal error (please report this):", file=sys.stderr)
         traceback.print_exc()
@@ -153,6 +173,18 @@ def _sanitize(args: argparse.Namespace) -> int:
     return status
 
 
+def _captures(args: argparse.Namespace) -> int:
+    from graphlint.checkers.captures import capture_report
+    from graphlint.engine import load_project
+    from graphlint.reporters.captures import render_captures
+
+    cache_dir = None if args.no_cache else Path(os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
+    options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=cache_dir)
+    _, project = load_project(args.paths, ConfigResolver(args.config), options)
+    sys.stdout.write(render_captures(capture_report(project), args.format))
+    return EXIT_OK
+
+
 def _rule(code: str) -> int:
     try:
         rule = get_rule(code)
@@ -168,8 +200,9 @@ def _rules() -> int:
     width = max(len(rule.name) for rule in rules.values())
     for code, rule in rules.items():
         fix = {"safe": "fix", "unsafe": "fix*", None: ""}[rule.fix]
+        status = "preview" if rule.preview else ""
         summary = rule.summary if len(rule.summary) <= 90 else rule.summary[:87] + "..."
-        print(f"{code}  {rule.name:<{width}}  {rule.severity:<7}  {fix:<4}  {summary}")
+        print(f"{code}  {rule.name:<{width}}  {rule.severity:<7}  {fix:<4}  {status:<7}  {summary}")
     return EXIT_OK
 
 
@@ -178,6 +211,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
         select=_codes(args.select, "--select"),
         ignore=_codes(args.ignore, "--ignore") or (),
         extend_select=_codes(args.extend_select, "--extend-select") or (),
+        preview=args.preview,
     )
     if args.no_cache:
         cache_dir = None

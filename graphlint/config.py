@@ -26,7 +26,7 @@ class ConfigError(Exception):
 
 
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "capture-entry-points")
-_KNOWN_KEYS = frozenset(_LIST_KEYS) | {"per-file-ignores"}
+_KNOWN_KEYS = frozenset(_LIST_KEYS) | {"per-file-ignores", "preview"}
 
 DEFAULT_EXCLUDES = (
     ".git",
@@ -66,6 +66,7 @@ class Settings:
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     capture_entry_points: tuple[str, ...] = ()
+    preview: bool = False
     _cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
@@ -130,8 +131,12 @@ def settings_from_table(table: dict, source: Path) -> Settings:
         if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
             raise ConfigError(f"{source}: 'per-file-ignores' entry {pattern!r} must be a list of codes")
         per_file.append((pattern, validate_selectors(codes, f"'per-file-ignores' {pattern!r} of {source}")))
+    preview = table.get("preview", False)
+    if not isinstance(preview, bool):
+        raise ConfigError(f"{source}: [tool.graphlint] 'preview' must be true or false")
     return Settings(
         source=source,
+        preview=preview,
         root=source.parent,
         select=values.get("select"),
         ignore=values.get("ignore", ()),
@@ -194,6 +199,7 @@ class Selection:
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] = ()
     extend_select: tuple[str, ...] = ()
+    preview: bool | None = None  # --preview / --no-preview; None: each file's setting
 
 
 def _specificity(code: str, selectors: tuple[str, ...]) -> int:
@@ -218,14 +224,15 @@ def enabled_codes(settings: Settings, selection: Selection, relative_path: str) 
     for pattern, codes in settings.per_file_ignores:
         if matches_pattern(relative_path, pattern):
             ignore = (*ignore, *codes)
+    preview = settings.preview if selection.preview is None else selection.preview
     rules = all_rules()
     enabled = set()
     for code, rule in rules.items():
         chosen = _specificity(code, select)
         if chosen < 0 or chosen <= _specificity(code, ignore):
             continue
-        if not rule.default_enabled and chosen < len(code):
-            continue
+        if rule.preview and not preview:
+            continue  # as in ruff: a preview rule needs preview mode, even when selected by its code
         enabled.add(code)
     result = frozenset(enabled)
     settings._cache[key] = result

@@ -118,6 +118,7 @@ def _run_key(files: list[SourceFile], keys: dict[str, str], errors: dict[str, st
                     settings.extend_select,
                     settings.per_file_ignores,
                     settings.capture_entry_points,
+                    settings.preview,
                 )
             )
         parts.append(
@@ -135,11 +136,7 @@ def check(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> 
     if reused is not None:
         return CheckResult(list(reused), files, sources, cache_hits=len(files), cache_misses=0)
     summaries = summarize_files(files, sources, keys, errors, cache, options.jobs)
-    entry_points = frozenset(point for settings in resolver.all_settings() for point in settings.capture_entry_points)
-    analysable = {
-        path: s for path, s in summaries.items() if s.error is None and s.internal_error is None and not s.skip_file
-    }
-    project = Project(analysable, entry_points)
+    project = _project(summaries, resolver)
     raw = project.findings()
     raw.extend(_parse_errors(files, summaries))
     internal, tracebacks = _internal_errors(files, summaries, project)
@@ -147,6 +144,23 @@ def check(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> 
     if not errors and not internal:
         cache.put_result(whole_run, findings)
     return CheckResult(findings, files, sources, cache.hits, cache.misses, tracebacks)
+
+
+def _project(summaries: dict[str, ModuleSummary], resolver: ConfigResolver) -> Project:
+    entry_points = frozenset(point for settings in resolver.all_settings() for point in settings.capture_entry_points)
+    analysable = {
+        path: s for path, s in summaries.items() if s.error is None and s.internal_error is None and not s.skip_file
+    }
+    return Project(analysable, entry_points)
+
+
+def load_project(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> tuple[list[SourceFile], Project]:
+    """The project phase's input without running the rules (for `graphlint captures`)."""
+    files = discover(paths, resolver)
+    sources, keys, errors = _read_all(files)
+    cache = SummaryCache(options.cache_dir)
+    summaries = summarize_files(files, sources, keys, errors, cache, options.jobs)
+    return files, _project(summaries, resolver)
 
 
 def _parse_errors(files: list[SourceFile], summaries: dict[str, ModuleSummary]) -> list[Finding]:

@@ -24,7 +24,11 @@ class Rule:
     use_instead: str
     severity: str = "error"
     fix: str | None = None  # "safe" | "unsafe" | None
-    default_enabled: bool = True
+    # Preview: precision on the real-code corpus below 90%. Off unless `--preview` or
+    # `preview = true`; the code stays the same when a rule moves in or out of preview.
+    preview: bool = False
+    preview_reason: str = ""  # the measured precision that keeps it in preview
+    default_set_note: str = ""  # why a rule with few corpus findings stays in the default set
 
     def doc_page(self) -> str:
         """The rule's documentation in ruff's fixed sections."""
@@ -38,6 +42,7 @@ class Rule:
             "",
             f"Severity: {self.severity}. {fix_line}",
             "",
+            *self._status_lines(),
             "## What it does",
             "",
             textwrap.fill(self.summary, 88),
@@ -59,6 +64,17 @@ class Rule:
             "```",
         ]
         return "\n".join(parts) + "\n"
+
+    def _status_lines(self) -> list[str]:
+        if self.preview:
+            text = (
+                "This rule is in preview: it runs only with `--preview` or `preview = true` in "
+                f"`[tool.graphlint]`. {self.preview_reason}"
+            )
+            return [textwrap.fill(text.strip(), 88), ""]
+        if self.default_set_note:
+            return [textwrap.fill(f"In the default set: {self.default_set_note}", 88), ""]
+        return []
 
 
 _RULES: dict[str, Rule] = {}

@@ -100,6 +100,23 @@ class EntryRef(Compact):
 
 
 @dataclass
+class OpaqueCall(Compact):
+    """A call in a capture region, or a captured callable, that the file phase cannot name.
+
+    Kept only so `graphlint captures` can say what graphlint does not see into: the
+    expression as written, and, for a parameter of the enclosing function, that the
+    callable is passed in from outside.
+    """
+
+    text: str
+    line: int
+    regions: tuple[int, ...]
+    kind: str  # "call" inside a region, or the entry kind ("graph"/"compile") of a captured callable
+    function: str  # display name of the enclosing function
+    parameter: bool = False  # the callee is a parameter of that function
+
+
+@dataclass
 class FunctionSummary(Compact):
     qualname: str
     display: str
@@ -129,6 +146,7 @@ class ModuleSummary:
     aliases: dict[str, str] = field(default_factory=dict)  # module-level name -> dotted
     regions: list[Region] = field(default_factory=list)
     entries: list[EntryRef] = field(default_factory=list)
+    opaque: list[OpaqueCall] = field(default_factory=list)
     suppressions: dict[int, Suppression] = field(default_factory=dict)
     skip_file: bool = False
     error: str | None = None  # GL000 reason

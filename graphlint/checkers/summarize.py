@@ -24,6 +24,7 @@ from graphlint.checkers.model import (
     FunctionSummary,
     Hazard,
     ModuleSummary,
+    OpaqueCall,
     Region,
 )
 from graphlint.checkers.names import ImportMap, canonical, dotted_parts, source_text
@@ -811,6 +812,8 @@ class FunctionWalker(ValueKinds):
         target = self._call_target(call)
         if target is not None:
             self._call(target, call)
+        elif self.regions and self.record and not self.guarded:
+            self._opaque(call.func, call, "call")
 
     def _call_target(self, call: ast.Call) -> str | None:
         func = call.func
@@ -875,6 +878,17 @@ class FunctionWalker(ValueKinds):
             target = self._callable_ref(element)
             if target is not None:
                 self._add_entry(target, call, kind)
+            elif self.record:
+                self._opaque(element, call, COMPILE if kind == COMPILE else GRAPH)
+
+    def _opaque(self, callee: ast.expr, call: ast.Call, kind: str) -> None:
+        """Remember a callable graphlint cannot name, for `graphlint captures` (not library calls)."""
+        name = self.resolve(callee)
+        if name is not None and (name.partition(".")[0] in _LIBRARY_ROOTS or "." not in name):
+            return
+        text = ast.unparse(callee)
+        parameter = isinstance(callee, ast.Name) and callee.id in self.summary.params
+        self.st.summary.opaque.append(OpaqueCall(text[:80], call.lineno, self.regions, kind, self.display, parameter))
 
     def _add_entry(self, target: str, call: ast.Call, kind: str) -> None:
         region_kind = COMPILE if kind == COMPILE else GRAPH
@@ -903,6 +917,11 @@ class FunctionWalker(ValueKinds):
         name = self.resolve(node)
         return f"f:{name}" if name else None
 
+
+# Calls into these are operations, not captured user code: never listed as unresolved.
+_LIBRARY_ROOTS = frozenset(
+    {"torch", "numpy", "math", "os", "sys", "time", "random", "logging", "functools", "builtins"}
+)
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _SCALAR_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "is_async"})

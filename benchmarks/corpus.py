@@ -1,0 +1,490 @@
+"""The real-code corpus check: graphlint on pinned releases of the frameworks that use CUDA graphs.
+
+Like ruff's ecosystem check, every finding graphlint reports on the corpus must carry a
+label written by a person who read the code (benchmarks/corpus/labels.jsonl), so a change
+is judged on real code, not only on fixtures. The check fails when
+
+  - a finding has no label (review it, then add the label),
+  - a finding labelled `true` disappeared (a rule must not get precise by going quiet),
+  - an injected hazard (benchmarks/corpus/injections.toml) that was found is no longer found,
+  - graphlint failed internally (GL002), or reported GL000 on a file that parses.
+
+and prints, per package: files, wall time, findings by code, true/false, capture regions
+and how many resolve their callable; per rule: precision, and whether the default set is
+at or above 90%; recall on injected hazards.
+
+    python benchmarks/corpus.py                       # download (once), check, compare
+    python benchmarks/corpus.py --packages vllm,sglang --jobs 2
+    python benchmarks/corpus.py --unlabelled new.jsonl   # write label stubs to fill in
+
+The downloads and unpacked sources live in $GRAPHLINT_CORPUS_CACHE (default
+~/.cache/graphlint-corpus), outside the clone, keyed by each file's SHA-256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import warnings
+import zipfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+HERE = Path(__file__).resolve().parent / "corpus"
+MANIFEST = HERE / "manifest.toml"
+LABELS = HERE / "labels.jsonl"
+INJECTIONS = HERE / "injections.toml"
+PRECISION_FLOOR = 0.9
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    file: str
+    sha256: str
+    paths: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+@dataclass
+class Outcome:
+    package: Package
+    files: int = 0
+    seconds: float = 0.0
+    findings: list[dict] = field(default_factory=list)
+    captures: dict = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+# -- the manifest, downloads and sources -----------------------------------------------------
+
+
+def load_manifest(path: Path = MANIFEST) -> list[Package]:
+    data = tomllib.loads(path.read_text())
+    return [Package(p["name"], p["version"], p["file"], p["sha256"], tuple(p["paths"])) for p in data["package"]]
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(package: Package, cache: Path) -> Path:
+    """The pinned file, downloaded once with pip and checked against its SHA-256."""
+    downloads = cache / "downloads"
+    target = downloads / package.file
+    if target.is_file() and sha256_of(target) == package.sha256:
+        return target
+    downloads.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(downloads)]
+    if package.file.endswith(".tar.gz"):
+        command += ["--no-binary", ":all:", "--no-build-isolation"]  # the sdist; never built
+    else:
+        command += ["--only-binary", ":all:"]
+    subprocess.run([*command, f"{package.name}=={package.version}"], check=True)
+    if not target.is_file():
+        raise SystemExit(f"corpus: pip did not produce {package.file}")
+    found = sha256_of(target)
+    if found != package.sha256:
+        raise SystemExit(f"corpus: {package.file} has SHA-256 {found}, the manifest pins {package.sha256}")
+    return target
+
+
+def unpack(package: Package, archive: Path, cache: Path) -> Path:
+    """The release's .py files under cache/src/<name>-<version>-<sha prefix>/ (once)."""
+    root = cache / "src" / f"{package.key}-{package.sha256[:12]}"
+    done = root / ".unpacked"
+    if done.is_file():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as wheel:
+            for name in wheel.namelist():
+                if name.endswith(".py") and ".dist-info/" not in name:
+                    wheel.extract(name, root)
+    else:
+        with tarfile.open(archive) as sdist:
+            for member in sdist.getmembers():
+                parts = member.name.split("/", 1)
+                if member.isfile() and member.name.endswith(".py") and len(parts) == 2:
+                    member.name = parts[1]  # drop the <name>-<version>/ prefix
+                    sdist.extract(member, root, filter="data")
+    done.write_text("ok\n")
+    return root
+
+
+# -- running graphlint -----------------------------------------------------------------------
+
+
+def graphlint(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "graphlint", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def check_package(package: Package, root: Path, jobs: int, cache_dir: Path | None) -> Outcome:
+    outcome = Outcome(package)
+    outcome.files = sum(1 for p in package.paths for _ in (root / p).rglob("*.py"))
+    cache_args = ["--no-cache"] if cache_dir is None else ["--cache-dir", str(cache_dir / package.key)]
+    start = time.perf_counter()
+    result = graphlint(
+        ["check", "--preview", "--format", "json", "--exit-zero", "--jobs", str(jobs), *cache_args, *package.paths],
+        root,
+    )
+    outcome.seconds = time.perf_counter() - start
+    if result.returncode not in (0, 2) or not result.stdout.strip():
+        outcome.problems.append(f"graphlint check exited {result.returncode}: {result.stderr.strip()[-2000:]}")
+        return outcome
+    outcome.findings = [{**f, "path": _relative(f["path"])} for f in json.loads(result.stdout)]
+    captures = graphlint(["captures", "--format", "json", "--jobs", str(jobs), *cache_args, *package.paths], root)
+    if captures.returncode == 0:
+        outcome.captures = json.loads(captures.stdout)
+    else:
+        outcome.problems.append(f"graphlint captures exited {captures.returncode}: {captures.stderr.strip()[-2000:]}")
+    outcome.problems += _bad_findings(outcome.findings, root)
+    return outcome
+
+
+def _relative(path: str) -> str:
+    return path[2:] if path.startswith("./") else path
+
+
+def _bad_findings(findings: list[dict], root: Path) -> list[str]:
+    problems = []
+    for finding in findings:
+        where = f"{finding['path']}:{finding['line']}"
+        if finding["code"] == "GL002":
+            problems.append(f"{where}: internal error: {finding['message']}")
+        elif finding["code"] == "GL000" and _parses(root / finding["path"]):
+            problems.append(f"{where}: GL000 on a file that parses: {finding['message']}")
+    return problems
+
+
+def _parses(path: Path) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return False
+    return True
+
+
+# -- labels ----------------------------------------------------------------------------------
+
+
+def label_key(package: str, finding: dict) -> tuple[str, str, int, str]:
+    return (package, finding["path"], int(finding["line"]), finding["code"])
+
+
+def load_labels(path: Path = LABELS) -> dict[tuple[str, str, int, str], dict]:
+    labels = {}
+    if not path.is_file():
+        return labels
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        label = json.loads(line)
+        if label.get("verdict") not in ("true", "false"):
+            raise SystemExit(f"{path}:{number}: verdict must be 'true' or 'false', got {label.get('verdict')!r}")
+        if not label.get("reason"):
+            raise SystemExit(f"{path}:{number}: a label needs a reason")
+        key = (label["package"], label["path"], int(label["line"]), label["code"])
+        if key in labels:
+            raise SystemExit(f"{path}:{number}: a second label for {key}")
+        labels[key] = label
+    return labels
+
+
+@dataclass
+class Comparison:
+    unlabelled: list[tuple[str, dict]] = field(default_factory=list)
+    lost_true: list[dict] = field(default_factory=list)
+    gone_false: list[dict] = field(default_factory=list)
+    verdicts: dict[tuple[str, str, int, str], str] = field(default_factory=dict)
+
+
+def compare(outcomes: list[Outcome], labels: dict) -> Comparison:
+    """Which findings lack a label, and which true findings disappeared."""
+    result = Comparison()
+    seen = set()
+    checked = {o.package.name for o in outcomes if not any("exited" in p for p in o.problems)}
+    for outcome in outcomes:
+        for finding in outcome.findings:
+            if finding["code"] in ("GL000", "GL002"):
+                continue
+            key = label_key(outcome.package.name, finding)
+            seen.add(key)
+            label = labels.get(key)
+            if label is None:
+                result.unlabelled.append((outcome.package.name, finding))
+            else:
+                result.verdicts[key] = label["verdict"]
+    for key, label in sorted(labels.items()):
+        if key[0] in checked and key not in seen:
+            (result.lost_true if label["verdict"] == "true" else result.gone_false).append(label)
+    return result
+
+
+def precision_table(verdicts: dict[tuple[str, str, int, str], str], by: int) -> dict[str, tuple[int, int]]:
+    """(true, decided) per package (by=0) or per code (by=3)."""
+    table: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for key, verdict in verdicts.items():
+        row = table[key[by]]
+        row[0] += verdict == "true"
+        row[1] += 1
+    return {name: (row[0], row[1]) for name, row in sorted(table.items())}
+
+
+def default_set_precision(verdicts: dict, preview_codes: set[str]) -> tuple[int, int]:
+    decided = [v for k, v in verdicts.items() if k[3] not in preview_codes]
+    return sum(v == "true" for v in decided), len(decided)
+
+
+# -- injected hazards ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Injection:
+    id: str
+    package: str
+    path: str
+    after: str  # the stripped text of the line after which the hazard is inserted (must be unique)
+    insert: str
+    expect: str
+    why: str
+    found: bool = False  # found by the last reviewed run: losing it fails the check
+
+
+def load_injections(path: Path = INJECTIONS) -> list[Injection]:
+    if not path.is_file():
+        return []
+    data = tomllib.loads(path.read_text())
+    return [Injection(**item) for item in data.get("injection", [])]
+
+
+def inject(source: str, injection: Injection) -> tuple[str, int]:
+    """``source`` with the hazard inserted after the anchor line; the inserted line's number."""
+    lines = source.splitlines(keepends=True)
+    matches = [i for i, line in enumerate(lines) if line.strip() == injection.after.strip()]
+    if len(matches) != 1:
+        raise ValueError(f"{injection.id}: anchor found {len(matches)} times in {injection.path}")
+    index = matches[0]
+    following = next((line for line in lines[index + 1 :] if line.strip()), lines[index])
+    indent = following[: len(following) - len(following.lstrip())]
+    if lines[index].rstrip().endswith(":") and len(indent) <= len(lines[index]) - len(lines[index].lstrip()):
+        indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())] + "    "
+    lines.insert(index + 1, f"{indent}{injection.insert}\n")
+    return "".join(lines), index + 2
+
+
+def run_injections(
+    package: Package, root: Path, injections: list[Injection], jobs: int, cache_dir: Path
+) -> dict[str, bool]:
+    """Each injected hazard, in its own copy of the release: found where it was put, or not.
+
+    The copies share one graphlint cache (summaries are keyed by content), so each run
+    re-reads only the file that changed.
+    """
+    found = {}
+    for injection in injections:
+        with tempfile.TemporaryDirectory(prefix="graphlint-inject-") as scratch:
+            copy = Path(scratch) / "src"
+            shutil.copytree(root, copy, copy_function=os.link)
+            target = copy / injection.path
+            text, line = inject(target.read_text(encoding="utf-8"), injection)
+            target.unlink()  # a hard link: write a new file, never into the cache
+            target.write_text(text, encoding="utf-8")
+            result = graphlint(
+                [
+                    "check",
+                    "--preview",
+                    "--no-cache",
+                    "--format",
+                    "json",
+                    "--exit-zero",
+                    "--jobs",
+                    str(jobs),
+                    *package.paths,
+                ],
+                copy,
+            )
+            findings = json.loads(result.stdout or "[]")
+            found[injection.id] = any(
+                _relative(f["path"]) == injection.path and f["line"] == line and f["code"] == injection.expect
+                for f in findings
+            )
+    return found
+
+
+# -- reporting -------------------------------------------------------------------------------
+
+
+def reach_row(captures: dict) -> tuple[int, int, int, int]:
+    """(regions, regions with a resolved callable, regions whose callables all come from outside, functions reached)."""
+    regions = captures.get("regions", [])
+    resolved = sum(1 for r in regions if any(c["status"] == "resolved" for c in r["callables"]))
+    outside = sum(1 for r in regions if r["callables"] and all(c["status"] == "outside" for c in r["callables"]))
+    return len(regions), resolved, outside, captures.get("functions_reached", 0)
+
+
+def _percent(true: int, decided: int) -> str:
+    return f"{100 * true / decided:.0f}%" if decided else "-"
+
+
+def print_report(outcomes: list[Outcome], comparison: Comparison, preview: set[str], recall: dict[str, bool]) -> None:
+    print("\n## Packages\n")
+    print("| package | files | seconds | findings by code | true/decided | regions | resolved | outside | reached |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    by_package = precision_table(comparison.verdicts, 0)
+    for o in outcomes:
+        codes = ", ".join(f"{c} {n}" for c, n in sorted(Counter(f["code"] for f in o.findings).items())) or "none"
+        true, decided = by_package.get(o.package.name, (0, 0))
+        regions, resolved, outside, reached = reach_row(o.captures)
+        print(
+            f"| {o.package.key} | {o.files} | {o.seconds:.1f} | {codes} | {true}/{decided} "
+            f"| {regions} | {resolved} | {outside} | {reached} |"
+        )
+    print("\n## Rules\n")
+    print("| code | set | true | decided | precision |")
+    print("|---|---|---:|---:|---:|")
+    for code, (true, decided) in precision_table(comparison.verdicts, 3).items():
+        where = "preview" if code in preview else "default"
+        print(f"| {code} | {where} | {true} | {decided} | {_percent(true, decided)} |")
+    true, decided = default_set_precision(comparison.verdicts, preview)
+    print(f"\nDefault set: {true}/{decided} true ({_percent(true, decided)}).")
+    if recall:
+        hits = sum(recall.values())
+        print(f"Injected hazards found: {hits}/{len(recall)} ({_percent(hits, len(recall))}).")
+        for name, hit in sorted(recall.items()):
+            print(f"  {'found' if hit else 'MISSED'}  {name}")
+
+
+def preview_codes() -> set[str]:
+    from graphlint.registry import all_rules
+
+    return {code for code, rule in all_rules().items() if rule.preview}
+
+
+def failures(outcomes: list[Outcome], comparison: Comparison, preview: set[str], recall: dict[str, bool]) -> list[str]:
+    problems = [f"{o.package.key}: {p}" for o in outcomes for p in o.problems]
+    for injection in load_injections():
+        if injection.found and recall.get(injection.id) is False:
+            problems.append(f"an injected hazard is no longer found: {injection.id} ({injection.expect})")
+    for package, finding in comparison.unlabelled:
+        problems.append(
+            f"unlabelled: {package} {finding['path']}:{finding['line']} {finding['code']} {finding['message'][:120]}"
+        )
+    for label in comparison.lost_true:
+        problems.append(
+            f"a true finding disappeared: {label['package']} {label['path']}:{label['line']} {label['code']}"
+        )
+    true, decided = default_set_precision(comparison.verdicts, preview)
+    if decided and true / decided < PRECISION_FLOOR:
+        problems.append(f"default-set precision {true}/{decided} is below {PRECISION_FLOOR:.0%}")
+    return problems
+
+
+def write_stubs(path: Path, comparison: Comparison) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        for package, finding in comparison.unlabelled:
+            stub = {
+                "package": package,
+                "path": finding["path"],
+                "line": finding["line"],
+                "code": finding["code"],
+                "message": finding["message"],
+                "verdict": None,
+                "cause": "",
+                "reason": "",
+            }
+            out.write(json.dumps(stub) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    default_cache = os.environ.get("GRAPHLINT_CORPUS_CACHE") or str(Path.home() / ".cache" / "graphlint-corpus")
+    parser.add_argument("--cache", default=default_cache, help="downloads and sources (default: %(default)s)")
+    parser.add_argument("--packages", help="comma-separated package names (default: all)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--warm", action="store_true", help="use graphlint's cache (per package, under --cache)")
+    parser.add_argument("--unlabelled", metavar="FILE", help="write a label stub for each unlabelled finding")
+    parser.add_argument("--no-injections", action="store_true", help="skip the injected-hazard recall runs")
+    parser.add_argument("--json", metavar="FILE", help="write findings, reach and precision as JSON")
+    args = parser.parse_args(argv)
+    cache = Path(args.cache).expanduser()
+    wanted = set(args.packages.split(",")) if args.packages else None
+    packages = [p for p in load_manifest() if wanted is None or p.name in wanted]
+    outcomes, roots = [], {}
+    for package in packages:
+        roots[package.name] = unpack(package, fetch(package, cache), cache)
+        outcomes.append(
+            check_package(package, roots[package.name], args.jobs, cache / "graphlint" if args.warm else None)
+        )
+        print(
+            f"{package.key}: {outcomes[-1].files} files, {len(outcomes[-1].findings)} findings, {outcomes[-1].seconds:.1f} s",
+            flush=True,
+        )
+    comparison = compare(outcomes, load_labels())
+    recall: dict[str, bool] = {}
+    if not args.no_injections:
+        for package in packages:
+            chosen = [i for i in load_injections() if i.package == package.name]
+            recall.update(run_injections(package, roots[package.name], chosen, args.jobs, cache / "graphlint"))
+    preview = preview_codes()
+    print_report(outcomes, comparison, preview, recall)
+    if args.unlabelled:
+        write_stubs(Path(args.unlabelled), comparison)
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "packages": {
+                        o.package.key: {
+                            "files": o.files,
+                            "seconds": o.seconds,
+                            "findings": o.findings,
+                            "captures": o.captures,
+                        }
+                        for o in outcomes
+                    },
+                    "recall": recall,
+                },
+                indent=1,
+            )
+        )
+    problems = failures(outcomes, comparison, preview, recall)
+    for problem in problems:
+        print(f"FAIL {problem}")
+    print(
+        f"\ncorpus: {'FAILED' if problems else 'passed'} ({len(problems)} problem{'s' if len(problems) != 1 else ''})"
+    )
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

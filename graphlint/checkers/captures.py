@@ -1,0 +1,228 @@
+"""What graphlint thinks runs inside a graph: every capture region and what it captures.
+
+`graphlint captures PATH` prints this so a user can see, before trusting a clean report,
+which regions were found, which callables each one runs (resolved to their definitions,
+passed in from outside, or unresolved with the expression as written) and how much code
+was reached. The real-code corpus measures reach with the same report.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from graphlint.checkers.model import COMPILE, CallRef, EntryRef, ModuleSummary, OpaqueCall
+from graphlint.checkers.project import Project
+
+RESOLVED, OUTSIDE, UNRESOLVED = "resolved", "outside", "unresolved"
+_LIBRARY_ROOTS = frozenset(
+    {"torch", "numpy", "math", "os", "sys", "time", "random", "logging", "functools", "builtins"}
+)
+_CAPTURE_LIKE = re.compile(r"graph|capture", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Captured:
+    """One callable a region runs, and how far graphlint could follow it."""
+
+    text: str
+    status: str  # RESOLVED | OUTSIDE | UNRESOLVED
+    detail: str = ""  # where it comes from (OUTSIDE) or why it is not followed (UNRESOLVED)
+    targets: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"expression": self.text, "status": self.status, "detail": self.detail, "targets": list(self.targets)}
+
+
+@dataclass
+class CaptureRegion:
+    path: str
+    line: int
+    kind: str  # "CUDA graph" | "wrapper" | "configured entry point" | "graphed callable" | "compiled cudagraph"
+    label: str
+    callables: list[Captured] = field(default_factory=list)
+    reached: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "kind": self.kind,
+            "label": self.label,
+            "callables": [c.to_dict() for c in self.callables],
+            "functions_reached": self.reached,
+        }
+
+
+@dataclass(frozen=True)
+class UnseenContext:
+    """A `with` context named like a capture whose definition graphlint cannot read."""
+
+    path: str
+    line: int
+    label: str
+    dotted: str
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "line": self.line, "label": self.label, "snippet": self.snippet}
+
+    @property
+    def snippet(self) -> str:
+        return f'[tool.graphlint]\ncapture-entry-points = ["{self.dotted}"]'
+
+
+@dataclass
+class CaptureReport:
+    regions: list[CaptureRegion]
+    unseen: list[UnseenContext]
+    functions_reached: int = 0  # distinct functions reached from any region
+
+    def to_dict(self) -> dict:
+        return {
+            "regions": [r.to_dict() for r in self.regions],
+            "unseen_contexts": [u.to_dict() for u in self.unseen],
+            "functions_reached": self.functions_reached,
+        }
+
+
+def capture_report(project: Project) -> CaptureReport:
+    """Every capture region of the project, with what it captures and what it reaches."""
+    project.capture_reach()  # fills project.graph with every reached call edge
+    regions: list[CaptureRegion] = []
+    unseen: list[UnseenContext] = []
+    for path, summary in sorted(project.summaries.items()):
+        regions.extend(_with_regions(project, path, summary))
+        regions.extend(_entry_regions(project, path, summary))
+        unseen.extend(_unseen(project, path, summary))
+    everything: set[str] = set()
+    for region in regions:
+        reached = _reached(project.graph, region)
+        region.reached = len(reached)
+        everything |= reached
+    regions.sort(key=lambda r: (r.path, r.line, r.kind))
+    return CaptureReport(regions, unseen, len(everything))
+
+
+def _with_regions(project: Project, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
+    found: dict[int, CaptureRegion] = {}
+    for region_id, region in enumerate(summary.regions):
+        if not project.region_active(summary, region_id):
+            continue
+        kind = "CUDA graph" if region.target is None else _wrapper_kind(project, region.target)
+        found[region_id] = CaptureRegion(path, region.line, kind, region.label)
+    for function in summary.functions.values():
+        for call in function.calls:
+            region_id = project.active_region(summary, call.regions) if call.regions else None
+            if region_id is not None:
+                _add(found[region_id].callables, _judge_call(project, call, function.display))
+    for opaque in summary.opaque:
+        region_id = project.active_region(summary, opaque.regions) if opaque.regions else None
+        if opaque.kind == "call" and region_id is not None:
+            _add(found[region_id].callables, _judge_opaque(opaque))
+    return list(found.values())
+
+
+def _entry_regions(project: Project, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
+    by_line: dict[tuple[int, str], CaptureRegion] = {}
+
+    def region_for(line: int, kind: str, function: str) -> CaptureRegion:
+        label = "torch.compile(mode=...)" if kind == COMPILE else "make_graphed_callables(...)"
+        shown = "compiled cudagraph" if kind == COMPILE else "graphed callable"
+        key = (line, kind)
+        if key not in by_line:
+            by_line[key] = CaptureRegion(path, line, shown, f"{label} in `{function}`")
+        return by_line[key]
+
+    for entry in summary.entries:
+        _add(region_for(entry.line, entry.kind, entry.function).callables, _judge_entry(project, entry))
+    for opaque in summary.opaque:
+        if opaque.kind != "call":
+            _add(region_for(opaque.line, opaque.kind, opaque.function).callables, _judge_opaque(opaque))
+    return list(by_line.values())
+
+
+def _unseen(project: Project, path: str, summary: ModuleSummary) -> list[UnseenContext]:
+    found = []
+    for region_id, region in enumerate(summary.regions):
+        if region.target is None or project.region_active(summary, region_id):
+            continue
+        kind, _, dotted = region.target.partition(":")
+        if kind == "f" and _CAPTURE_LIKE.search(region.label) and not project.resolve_target(region.target):
+            if dotted.partition(".")[0] not in _LIBRARY_ROOTS:
+                found.append(UnseenContext(path, region.line, region.label, dotted))
+    return found
+
+
+def _wrapper_kind(project: Project, target: str) -> str:
+    kind, _, rest = target.partition(":")
+    if kind == "f" and (rest in project.entry_points or project.resolve_name(rest) in project.entry_points):
+        return "configured entry point"
+    return "wrapper"
+
+
+def _judge_call(project: Project, call: CallRef, function: str) -> Captured | None:
+    kind, _, rest = call.target.partition(":")
+    if kind == "f" and rest.partition(".")[0] in _LIBRARY_ROOTS:
+        return None  # an operation, not captured user code
+    text = _readable(call.target)
+    targets = tuple(project.resolve_target(call.target)) if kind not in ("p", "pm") else ()
+    if targets:
+        return Captured(text, RESOLVED, targets=targets)
+    if kind in ("p", "pm"):
+        return Captured(text, OUTSIDE, f"`{rest.split(':')[0]}` parameter of `{function}`")
+    if kind == "f" and not _defined_here(project, rest):
+        return Captured(text, OUTSIDE, f"defined in `{rest.rpartition('.')[0] or rest}`, which is not analysed")
+    return Captured(text, UNRESOLVED, "no definition found for this target")
+
+
+def _judge_entry(project: Project, entry: EntryRef) -> Captured:
+    targets = tuple(project.resolve_target(entry.target))
+    text = _readable(entry.target)
+    if targets:
+        return Captured(text, RESOLVED, targets=targets)
+    kind, _, rest = entry.target.partition(":")
+    if kind == "f" and not _defined_here(project, rest):
+        return Captured(text, OUTSIDE, f"defined in `{rest.rpartition('.')[0] or rest}`, which is not analysed")
+    return Captured(text, UNRESOLVED, "no definition found for this target")
+
+
+def _judge_opaque(opaque: OpaqueCall) -> Captured:
+    if opaque.parameter:
+        return Captured(opaque.text, OUTSIDE, f"`{opaque.text}` parameter of `{opaque.function}`")
+    return Captured(opaque.text, UNRESOLVED, "the expression's value is not known to graphlint")
+
+
+def _defined_here(project: Project, dotted: str) -> bool:
+    """Whether ``dotted`` names something in an analysed module (or re-exported by one)."""
+    head = dotted
+    while head:
+        if head in project.modules or f"{head}" in project.aliases:
+            return True
+        head = head.rpartition(".")[0]
+    return False
+
+
+def _readable(target: str) -> str:
+    kind, _, rest = target.partition(":")
+    if kind in ("m", "s", "pm"):
+        owner, _, attr = rest.partition(":")
+        return f"{owner}.{attr}" if kind != "s" else f"super({owner}).{attr}"
+    if kind == "i":
+        return f"{rest}(...) instance call"
+    return rest
+
+
+def _add(callables: list[Captured], found: Captured | None) -> None:
+    if found is not None and found not in callables:
+        callables.append(found)
+
+
+def _reached(graph: nx.DiGraph, region: CaptureRegion) -> set[str]:
+    seeds = {t for c in region.callables for t in c.targets}
+    reached = set(seeds)
+    for seed in seeds:
+        if seed in graph:
+            reached |= nx.descendants(graph, seed)
+    return reached

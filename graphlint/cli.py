@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     check_parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
     check_parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
     check_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
+    _add_check_extras(check_parser)
 
     sanitize_parser = commands.add_parser(
         "sanitize",
@@ -100,6 +101,53 @@ def build_parser() -> argparse.ArgumentParser:
     rule_parser.add_argument("code")
     commands.add_parser("rules", help="list every rule")
     return parser
+
+
+def _add_check_extras(check_parser: argparse.ArgumentParser) -> None:
+    """Flags users bring from ruff: quieter output, colour control, a list of what --fix did."""
+    check_parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print the findings only: no summary, no notes"
+    )
+    check_parser.add_argument("--show-fixes", action="store_true", help="with --fix, list the findings fixed")
+    check_parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour text output (default auto: on a terminal unless NO_COLOR is set)",
+    )
+
+
+def _use_color(args: argparse.Namespace) -> bool:
+    if args.format != "text" or args.color == "never":
+        return False
+    if args.color == "always":
+        return True
+    return args.output_file is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _require_paths_exist(paths: list[str]) -> None:
+    """A path that does not exist is a typo on the command line (exit 2), not a finding."""
+    for path in paths:
+        if path != "-" and not os.path.lexists(path):
+            raise _UsageError(f"no such file or directory: {path}")
+
+
+def _note(args: argparse.Namespace, message: str) -> None:
+    """A line for the person at the terminal (stderr); `--quiet` silences it."""
+    if not args.quiet:
+        print(message, file=sys.stderr)
+
+
+def _report_fixed(args: argparse.Namespace, fixed: list[Finding]) -> None:
+    """`--show-fixes`: what `--fix` changed, per file and code, as ruff lists it."""
+    if not args.show_fixes or not fixed or args.quiet:
+        return
+    lines = [f"Fixed {len(fixed)} finding{'s' if len(fixed) != 1 else ''}:"]
+    for path, found in sorted(_by_path(fixed).items()):
+        lines.append(f"- {path}:")
+        for finding in sorted(found, key=Finding.sort_key):
+            lines.append(f"    {finding.line}:{finding.column} {finding.code} [{finding.name}] {finding.fix.message}")
+    print("\n".join(lines), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,9 +236,14 @@ def _check(args: argparse.Namespace) -> int:
         raise _UsageError("--unsafe-fixes needs --fix or --diff")
     options = _options(args)
     resolver = ConfigResolver(args.config)
+    _require_paths_exist(args.paths)
     if args.diff:
         return _diff(args, resolver, options)
     result = check(args.paths, resolver, options)
+    if not result.files:
+        _note(args, "graphlint: warning: No Python files found under the given path(s)")
+        if args.format == "text":
+            return EXIT_OK
     if args.fix:
         result = _fix_loop(args, resolver, options, result)
     _emit(args, result)
@@ -200,10 +253,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _emit(args: argparse.Namespace, result: CheckResult) -> None:
-    to_terminal = args.output_file is None and sys.stdout.isatty()
     context = ReportContext(
-        files=tuple(f.display for f in result.files),
-        color=to_terminal and args.format == "text" and not os.environ.get("NO_COLOR"),
+        files=tuple(f.display for f in result.files), color=_use_color(args), summary=not args.quiet
     )
     if args.statistics:
         from graphlint.reporters import json_report, text
@@ -238,6 +289,7 @@ def _fix_loop(
     args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions, result: CheckResult
 ) -> CheckResult:
     fixed_total = 0
+    fixed_findings: list[Finding] = []
     fixed_files: set[str] = set()
     refused: set[str] = set()
     for _ in range(_MAX_FIX_PASSES):
@@ -263,16 +315,18 @@ def _fix_loop(
                 fixed = "\ufeff" + fixed
             write_atomic(paths[display], fixed)
             fixed_total += len(outcome.applied)
+            fixed_findings.extend(outcome.applied)
             fixed_files.add(display)
             changed = True
         if not changed:
             break
         result = check(args.paths, resolver, options)
     if fixed_total:
-        print(
+        _note(
+            args,
             f"graphlint: fixed {fixed_total} finding{'s' if fixed_total != 1 else ''} in {len(fixed_files)} file{'s' if len(fixed_files) != 1 else ''}",
-            file=sys.stderr,
         )
+    _report_fixed(args, fixed_findings)
     return result
 
 

@@ -20,6 +20,7 @@ from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_
 from graphlint.core_rules import PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover
 from graphlint.findings import Finding, sort_findings
+from graphlint.registry import all_rules
 
 # Below this many files to parse, starting worker processes costs more than it saves.
 _PARALLEL_THRESHOLD = 24
@@ -177,6 +178,7 @@ def _filter(
             kept.append(finding)
         if UNUSED_SUPPRESSION.code in enabled:
             kept.extend(_unused_suppressions(source.display, summary, enabled, used))
+            kept.extend(_unknown_suppression_codes(source.display, summary))
     return kept
 
 
@@ -203,6 +205,30 @@ def _unused_suppressions(
                 end_column=suppression.end_column,
             )
         )
+    return found
+
+
+def _unknown_suppression_codes(path: str, summary: ModuleSummary) -> list[Finding]:
+    """`# noqa: GL999` names no rule (a typo, or a code from a newer graphlint): like ruff's
+    RUF100 "unknown" case, say so instead of accepting it silently. Other tools' codes are theirs."""
+    known = all_rules()
+    found = []
+    for line, suppression in sorted(summary.suppressions.items()):
+        unknown = sorted(code for code in suppression.codes or () if code.startswith("GL") and code not in known)
+        if unknown:
+            found.append(
+                Finding(
+                    code=UNUSED_SUPPRESSION.code,
+                    name=UNUSED_SUPPRESSION.name,
+                    severity=UNUSED_SUPPRESSION.severity,
+                    message=f"unknown code in suppression: {', '.join(unknown)} (`graphlint rules` lists the codes)",
+                    path=path,
+                    line=line,
+                    column=suppression.column,
+                    end_line=line,
+                    end_column=suppression.end_column,
+                )
+            )
     return found
 
 

@@ -115,6 +115,75 @@ def _add_check_extras(check_parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="colour text output (default auto: on a terminal unless NO_COLOR is set)",
     )
+    _add_partial_run_flags(check_parser)
+
+
+def _add_partial_run_flags(check_parser: argparse.ArgumentParser) -> None:
+    """What pre-commit and editor integrations pass: stdin, its file name, exclusion of named files."""
+    check_parser.add_argument(
+        "--stdin-filename",
+        metavar="PATH",
+        help="with `-`: the path of the source read from stdin (configuration, per-file ignores, messages)",
+    )
+    check_parser.add_argument(
+        "--force-exclude",
+        action="store_true",
+        help="apply exclude/extend-exclude to files named on the command line too",
+    )
+
+
+def _read_stdin(args: argparse.Namespace) -> None:
+    """`-` reads the source from stdin; it is checked as if it were at `--stdin-filename`."""
+    args.unsaved = {}
+    if "-" not in args.paths:
+        if args.stdin_filename:
+            raise _UsageError("--stdin-filename needs `-` among the paths")
+        return
+    if args.paths != ["-"]:
+        raise _UsageError("`-` (stdin) cannot be combined with other paths")
+    name = args.stdin_filename or "-"
+    args.paths = [name]
+    args.unsaved = {Path(name).resolve(): sys.stdin.buffer.read()}
+
+
+def _run_check(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> CheckResult:
+    """Named files (pre-commit, editors, stdin) are checked in their project's context."""
+    from graphlint.project_context import check_in_project
+
+    if args.paths == ["-"]:  # stdin without a file name: nothing to place it in a project
+        return check(args.paths, resolver, options, args.unsaved)
+    return check_in_project(args.paths, resolver, options, args.unsaved, force_exclude=args.force_exclude)
+
+
+def _fix_stdin(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
+    """`--fix` on stdin, as ruff does: the fixed source on stdout, remaining findings on stderr."""
+    path = Path(args.paths[0]).resolve()
+    data = args.unsaved[path]
+    result = _run_check(args, resolver, options)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        sys.stdout.buffer.write(data)
+        return _stdin_report(args, result)
+    for _ in range(_MAX_FIX_PASSES):
+        outcome = fix_file(
+            args.paths[0], text, [f for f in result.findings if f.path == args.paths[0]], args.unsafe_fixes
+        )
+        if outcome.error:
+            _note(args, f"graphlint: not fixing {args.paths[0]}: {outcome.error}; the source is unchanged")
+        if outcome.error or not outcome.applied:
+            break
+        text = outcome.fixed
+        args.unsaved = {path: text.encode("utf-8")}
+        result = _run_check(args, resolver, options)
+    sys.stdout.write(("\ufeff" if data.startswith(b"\xef\xbb\xbf") else "") + text)
+    return _stdin_report(args, result)
+
+
+def _stdin_report(args: argparse.Namespace, result: CheckResult) -> int:
+    context = ReportContext(files=tuple(f.display for f in result.files), summary=not args.quiet)
+    sys.stderr.write(render(args.format, result.findings, context))
+    return EXIT_OK if args.exit_zero or not result.findings else EXIT_FINDINGS
 
 
 def _use_color(args: argparse.Namespace) -> bool:
@@ -237,9 +306,12 @@ def _check(args: argparse.Namespace) -> int:
     options = _options(args)
     resolver = ConfigResolver(args.config)
     _require_paths_exist(args.paths)
+    _read_stdin(args)
+    if args.fix and args.unsaved:
+        return _fix_stdin(args, resolver, options)
     if args.diff:
         return _diff(args, resolver, options)
-    result = check(args.paths, resolver, options)
+    result = _run_check(args, resolver, options)
     if not result.files:
         _note(args, "graphlint: warning: No Python files found under the given path(s)")
         if args.format == "text":
@@ -320,7 +392,7 @@ def _fix_loop(
             changed = True
         if not changed:
             break
-        result = check(args.paths, resolver, options)
+        result = _run_check(args, resolver, options)
     if fixed_total:
         _note(
             args,
@@ -331,7 +403,7 @@ def _fix_loop(
 
 
 def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
-    result = check(args.paths, resolver, options)
+    result = _run_check(args, resolver, options)
     chunks = []
     for display, found in sorted(_by_path(result.findings).items()):
         data = result.sources.get(display)

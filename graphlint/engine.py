@@ -8,6 +8,7 @@ warm caches.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,19 +48,28 @@ def _summarize_job(job: tuple[bytes, str, bool]) -> ModuleSummary:
     return summarize_source(data, module, is_package)
 
 
-def _read_all(files: list[SourceFile]) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
-    """Bytes and cache keys of every file; the reason for each file that could not be read."""
+def _read_all(
+    files: list[SourceFile], unsaved: Mapping[Path, bytes] | None = None
+) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
+    """Bytes and cache keys of every file; the reason for each file that could not be read.
+    ``unsaved`` (absolute path -> bytes) stands in for the disk: stdin, an editor's buffer."""
     sources: dict[str, bytes] = {}
     keys: dict[str, str] = {}
     errors: dict[str, str] = {}
     for source in files:
-        data, error = read_source(str(source.path))
+        data, error = _unsaved_or_disk(source, unsaved)
         if data is None:
             errors[source.display] = error or "cannot read file"
             continue
         sources[source.display] = data
         keys[source.display] = cache_key(data, source.module, source.is_package)
     return sources, keys, errors
+
+
+def _unsaved_or_disk(source: SourceFile, unsaved: Mapping[Path, bytes] | None) -> tuple[bytes | None, str | None]:
+    if unsaved and source.path in unsaved:
+        return unsaved[source.path], None
+    return read_source(str(source.path))
 
 
 def summarize_files(
@@ -120,9 +130,20 @@ def _run_key(files: list[SourceFile], keys: dict[str, str], errors: dict[str, st
     return run_key(parts)
 
 
-def check(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> CheckResult:
-    files = discover(paths, resolver)
-    sources, keys, errors = _read_all(files)
+def check(
+    paths: list[str], resolver: ConfigResolver, options: CheckOptions, unsaved: Mapping[Path, bytes] | None = None
+) -> CheckResult:
+    return check_files(discover(paths, resolver), resolver, options, unsaved)
+
+
+def check_files(
+    files: list[SourceFile],
+    resolver: ConfigResolver,
+    options: CheckOptions,
+    unsaved: Mapping[Path, bytes] | None = None,
+) -> CheckResult:
+    """Analyse exactly ``files`` together; ``unsaved`` bytes replace what is on disk."""
+    sources, keys, errors = _read_all(files, unsaved)
     cache = SummaryCache(options.cache_dir)
     whole_run = _run_key(files, keys, errors, options.selection)
     reused = cache.get_result(whole_run) if not errors else None

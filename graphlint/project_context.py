@@ -13,8 +13,8 @@ and hiding them would let pre-commit pass a commit that introduces one.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from graphlint.config import ConfigResolver

@@ -116,6 +116,7 @@ def _add_check_extras(check_parser: argparse.ArgumentParser) -> None:
         help="colour text output (default auto: on a terminal unless NO_COLOR is set)",
     )
     _add_partial_run_flags(check_parser)
+    _add_adoption_flags(check_parser)
 
 
 def _add_partial_run_flags(check_parser: argparse.ArgumentParser) -> None:
@@ -130,6 +131,67 @@ def _add_partial_run_flags(check_parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="apply exclude/extend-exclude to files named on the command line too",
     )
+
+
+def _add_adoption_flags(check_parser: argparse.ArgumentParser) -> None:
+    """Adopting graphlint on a repository with findings: suppress them in place, or baseline them."""
+    check_parser.add_argument(
+        "--add-noqa", action="store_true", help="add `# noqa: CODE` to every line with a finding (as ruff)"
+    )
+    check_parser.add_argument("--baseline", metavar="FILE", help="report only findings that are not in FILE")
+    check_parser.add_argument(
+        "--write-baseline", metavar="FILE", help="write every current finding to FILE (for --baseline) and exit 0"
+    )
+
+
+def _reader(result: CheckResult):
+    """Bytes of a reported file: what the run read, or the disk for project-context files."""
+    from graphlint.analysis import read_source
+
+    return lambda display: result.sources.get(display) or read_source(display)[0]
+
+
+def _add_noqa(args: argparse.Namespace, result: CheckResult) -> int:
+    from graphlint.add_noqa import add_noqa
+
+    added = 0
+    for display, found in sorted(_by_path(result.findings).items()):
+        data = result.sources.get(display)
+        if data is None or display == "-":
+            continue
+        original = data.decode("utf-8-sig", errors="strict")
+        outcome = add_noqa(original, found)
+        if outcome.error:
+            _note(args, f"graphlint: not adding noqa to {display}: {outcome.error}")
+            continue
+        for line in outcome.skipped:
+            _note(args, f"graphlint: {display}:{line}: no place for a comment on this line; not suppressed")
+        if outcome.added:
+            bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
+            write_atomic(str(Path(display).resolve()), bom + outcome.text)
+            added += outcome.added
+    _note(args, f"graphlint: added {added} noqa directive{'s' if added != 1 else ''}")
+    return EXIT_OK
+
+
+def _write_baseline(args: argparse.Namespace, result: CheckResult) -> int:
+    from graphlint.baseline import write_baseline
+
+    count = write_baseline(Path(args.write_baseline), result.findings, _reader(result))
+    _note(args, f"graphlint: wrote {count} finding{'s' if count != 1 else ''} to {args.write_baseline}")
+    return EXIT_OK
+
+
+def _apply_baseline(args: argparse.Namespace, result: CheckResult) -> CheckResult:
+    from graphlint.baseline import BaselineError, load_baseline, new_findings
+
+    file = Path(args.baseline)
+    try:
+        known = load_baseline(file)
+    except BaselineError as error:
+        raise _UsageError(str(error)) from None
+    result.findings = new_findings(result.findings, file, known, _reader(result))
+    return result
 
 
 def _read_stdin(args: argparse.Namespace) -> None:
@@ -316,8 +378,14 @@ def _check(args: argparse.Namespace) -> int:
         _note(args, "graphlint: warning: No Python files found under the given path(s)")
         if args.format == "text":
             return EXIT_OK
+    if args.add_noqa:
+        return _add_noqa(args, result)
+    if args.write_baseline:
+        return _write_baseline(args, result)
     if args.fix:
         result = _fix_loop(args, resolver, options, result)
+    if args.baseline:
+        result = _apply_baseline(args, result)
     _emit(args, result)
     if args.exit_zero or not result.findings:
         return EXIT_OK

@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         "program", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS] | -- python -m MODULE"
     )
 
+    commands.add_parser("server", help="run the language server on stdio (needs graphlint[server])")
     rule_parser = commands.add_parser("rule", help="print a rule's documentation")
     rule_parser.add_argument("code")
     commands.add_parser("rules", help="list every rule")
@@ -293,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
             return _sanitize(args)
         if args.command == "rules":
             return _rules()
+        if args.command == "server":
+            return _server()
         parser.print_help(sys.stderr)
         return EXIT_ERROR
     except (ConfigError, _UsageError) as error:
@@ -327,6 +330,15 @@ def _sanitize(args: argparse.Namespace) -> int:
     if args.mode == "error" and any(not f.informational for f in findings) and status == 0:
         return EXIT_FINDINGS
     return status
+
+
+def _server() -> int:
+    """The language server; pygls is an optional extra, so say how to get it."""
+    try:
+        from graphlint.language_server import main as serve
+    except ImportError as error:
+        raise _UsageError(f"graphlint server needs pygls: pip install 'graphlint[server]' ({error})") from None
+    return serve()
 
 
 def _rule(code: str) -> int:

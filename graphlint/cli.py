@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     sanitize_parser.add_argument("--report", metavar="FILE", help="also write the findings to FILE")
     sanitize_parser.add_argument("--format", choices=FORMATS, default="json", help="format of --report (default json)")
     sanitize_parser.add_argument(
+        "--graph-dir", metavar="DIR", help="draw each analysed graph as DIR/NAME.svg and DIR/NAME.html"
+    )
+    sanitize_parser.add_argument(
         "program", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS] | -- python -m MODULE"
     )
 
@@ -315,7 +318,7 @@ def _sanitize(args: argparse.Namespace) -> int:
 
     command = args.program[1:] if args.program[:1] == ["--"] else args.program
     try:
-        status, findings, why_off = run(command)
+        status, findings, why_off = run(command, graph_dir=args.graph_dir)
     except UsageError as error:
         raise _UsageError(str(error)) from None
     if why_off:

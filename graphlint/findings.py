@@ -59,7 +59,7 @@ class Fix:
         return cls(data["applicability"], data["message"], tuple(Edit.from_dict(e) for e in data["edits"]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class CallSite:
     """One hop of an interprocedural path: the call at ``path:line`` inside ``function``."""
 

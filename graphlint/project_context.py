@@ -18,14 +18,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from graphlint.config import ConfigResolver
-from graphlint.discovery import SourceFile, discover
+from graphlint.discovery import SourceFile, discover, excluded_with_parents
 from graphlint.engine import CheckOptions, CheckResult, check_files
 from graphlint.findings import Finding
 
 
 def project_root(source: SourceFile) -> Path:
-    """Where a named file's project starts: its config root, or its own folder without one."""
-    if source.settings.source is not None:
+    """Where a named file's project starts: its config root, or its own folder when there is no
+    config or the config excludes the file (a fixture or generated file is not part of it)."""
+    if source.settings.source is not None and not excluded_with_parents(source.path, source.settings):
         return source.settings.root
     return source.path.parent
 

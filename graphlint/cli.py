@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     check_parser.add_argument(
         "-v", "--verbose", action="store_true", help="print the traceback of every internal error (GL002)"
     )
+    _add_check_extras(check_parser)
 
     sanitize_parser = commands.add_parser(
         "sanitize",
@@ -101,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     sanitize_parser.add_argument("--mode", choices=("warn", "error"), default="warn")
     sanitize_parser.add_argument("--report", metavar="FILE", help="also write the findings to FILE")
     sanitize_parser.add_argument("--format", choices=FORMATS, default="json", help="format of --report (default json)")
+    sanitize_parser.add_argument(
+        "--graph-dir", metavar="DIR", help="draw each analysed graph as DIR/NAME.svg and DIR/NAME.html"
+    )
     sanitize_parser.add_argument(
         "program", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS] | -- python -m MODULE"
     )
@@ -114,10 +118,189 @@ def build_parser() -> argparse.ArgumentParser:
     captures_parser.add_argument("--jobs", type=_positive, default=None, metavar="N")
     captures_parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
 
+    commands.add_parser("server", help="run the language server on stdio (needs graphlint[server])")
     rule_parser = commands.add_parser("rule", help="print a rule's documentation")
     rule_parser.add_argument("code")
     commands.add_parser("rules", help="list every rule")
     return parser
+
+
+def _add_check_extras(check_parser: argparse.ArgumentParser) -> None:
+    """Flags users bring from ruff: quieter output, colour control, a list of what --fix did."""
+    check_parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print the findings only: no summary, no notes"
+    )
+    check_parser.add_argument("--show-fixes", action="store_true", help="with --fix, list the findings fixed")
+    check_parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour text output (default auto: on a terminal unless NO_COLOR is set)",
+    )
+    _add_partial_run_flags(check_parser)
+    _add_adoption_flags(check_parser)
+
+
+def _add_partial_run_flags(check_parser: argparse.ArgumentParser) -> None:
+    """What pre-commit and editor integrations pass: stdin, its file name, exclusion of named files."""
+    check_parser.add_argument(
+        "--stdin-filename",
+        metavar="PATH",
+        help="with `-`: the path of the source read from stdin (configuration, per-file ignores, messages)",
+    )
+    check_parser.add_argument(
+        "--force-exclude",
+        action="store_true",
+        help="apply exclude/extend-exclude to files named on the command line too",
+    )
+
+
+def _add_adoption_flags(check_parser: argparse.ArgumentParser) -> None:
+    """Adopting graphlint on a repository with findings: suppress them in place, or baseline them."""
+    check_parser.add_argument(
+        "--add-noqa", action="store_true", help="add `# noqa: CODE` to every line with a finding (as ruff)"
+    )
+    check_parser.add_argument("--baseline", metavar="FILE", help="report only findings that are not in FILE")
+    check_parser.add_argument(
+        "--write-baseline", metavar="FILE", help="write every current finding to FILE (for --baseline) and exit 0"
+    )
+
+
+def _reader(result: CheckResult):
+    """Bytes of a reported file: what the run read, or the disk for project-context files."""
+    from graphlint.analysis import read_source
+
+    return lambda display: result.sources.get(display) or read_source(display)[0]
+
+
+def _add_noqa(args: argparse.Namespace, result: CheckResult) -> int:
+    from graphlint.add_noqa import add_noqa
+
+    added = 0
+    for display, found in sorted(_by_path(result.findings).items()):
+        data = result.sources.get(display)
+        if data is None or display == "-":
+            continue
+        original = data.decode("utf-8-sig", errors="strict")
+        outcome = add_noqa(original, found)
+        if outcome.error:
+            _note(args, f"graphlint: not adding noqa to {display}: {outcome.error}")
+            continue
+        for line in outcome.skipped:
+            _note(args, f"graphlint: {display}:{line}: no place for a comment on this line; not suppressed")
+        if outcome.added:
+            bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
+            write_atomic(str(Path(display).resolve()), bom + outcome.text)
+            added += outcome.added
+    _note(args, f"graphlint: added {added} noqa directive{'s' if added != 1 else ''}")
+    return EXIT_OK
+
+
+def _write_baseline(args: argparse.Namespace, result: CheckResult) -> int:
+    from graphlint.baseline import write_baseline
+
+    count = write_baseline(Path(args.write_baseline), result.findings, _reader(result))
+    _note(args, f"graphlint: wrote {count} finding{'s' if count != 1 else ''} to {args.write_baseline}")
+    return EXIT_OK
+
+
+def _apply_baseline(args: argparse.Namespace, result: CheckResult) -> CheckResult:
+    from graphlint.baseline import BaselineError, load_baseline, new_findings
+
+    file = Path(args.baseline)
+    try:
+        known = load_baseline(file)
+    except BaselineError as error:
+        raise _UsageError(str(error)) from None
+    result.findings = new_findings(result.findings, file, known, _reader(result))
+    return result
+
+
+def _read_stdin(args: argparse.Namespace) -> None:
+    """`-` reads the source from stdin; it is checked as if it were at `--stdin-filename`."""
+    args.unsaved = {}
+    if "-" not in args.paths:
+        if args.stdin_filename:
+            raise _UsageError("--stdin-filename needs `-` among the paths")
+        return
+    if args.paths != ["-"]:
+        raise _UsageError("`-` (stdin) cannot be combined with other paths")
+    name = args.stdin_filename or "-"
+    args.paths = [name]
+    args.unsaved = {Path(name).resolve(): sys.stdin.buffer.read()}
+
+
+def _run_check(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> CheckResult:
+    """Named files (pre-commit, editors, stdin) are checked in their project's context."""
+    from graphlint.project_context import check_in_project
+
+    if args.paths == ["-"]:  # stdin without a file name: nothing to place it in a project
+        return check(args.paths, resolver, options, args.unsaved)
+    return check_in_project(args.paths, resolver, options, args.unsaved, force_exclude=args.force_exclude)
+
+
+def _fix_stdin(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
+    """`--fix` on stdin, as ruff does: the fixed source on stdout, remaining findings on stderr."""
+    path = Path(args.paths[0]).resolve()
+    data = args.unsaved[path]
+    result = _run_check(args, resolver, options)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        sys.stdout.buffer.write(data)
+        return _stdin_report(args, result)
+    for _ in range(_MAX_FIX_PASSES):
+        outcome = fix_file(
+            args.paths[0], text, [f for f in result.findings if f.path == args.paths[0]], args.unsafe_fixes
+        )
+        if outcome.error:
+            _note(args, f"graphlint: not fixing {args.paths[0]}: {outcome.error}; the source is unchanged")
+        if outcome.error or not outcome.applied:
+            break
+        text = outcome.fixed
+        args.unsaved = {path: text.encode("utf-8")}
+        result = _run_check(args, resolver, options)
+    sys.stdout.write(("\ufeff" if data.startswith(b"\xef\xbb\xbf") else "") + text)
+    return _stdin_report(args, result)
+
+
+def _stdin_report(args: argparse.Namespace, result: CheckResult) -> int:
+    context = ReportContext(files=tuple(f.display for f in result.files), summary=not args.quiet)
+    sys.stderr.write(render(args.format, result.findings, context))
+    return EXIT_OK if args.exit_zero or not result.findings else EXIT_FINDINGS
+
+
+def _use_color(args: argparse.Namespace) -> bool:
+    if args.format != "text" or args.color == "never":
+        return False
+    if args.color == "always":
+        return True
+    return args.output_file is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _require_paths_exist(paths: list[str]) -> None:
+    """A path that does not exist is a typo on the command line (exit 2), not a finding."""
+    for path in paths:
+        if path != "-" and not os.path.lexists(path):
+            raise _UsageError(f"no such file or directory: {path}")
+
+
+def _note(args: argparse.Namespace, message: str) -> None:
+    """A line for the person at the terminal (stderr); `--quiet` silences it."""
+    if not args.quiet:
+        print(message, file=sys.stderr)
+
+
+def _report_fixed(args: argparse.Namespace, fixed: list[Finding]) -> None:
+    """`--show-fixes`: what `--fix` changed, per file and code, as ruff lists it."""
+    if not args.show_fixes or not fixed or args.quiet:
+        return
+    lines = [f"Fixed {len(fixed)} finding{'s' if len(fixed) != 1 else ''}:"]
+    for path, found in sorted(_by_path(fixed).items()):
+        lines.append(f"- {path}:")
+        for finding in sorted(found, key=Finding.sort_key):
+            lines.append(f"    {finding.line}:{finding.column} {finding.code} [{finding.name}] {finding.fix.message}")
+    print("\n".join(lines), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
             return _rules()
         if args.command == "captures":
             return _captures(args)
+        if args.command == "server":
+            return _server()
         parser.print_help(sys.stderr)
         return EXIT_ERROR
     except (ConfigError, _UsageError) as error:
@@ -156,7 +341,7 @@ def _sanitize(args: argparse.Namespace) -> int:
 
     command = args.program[1:] if args.program[:1] == ["--"] else args.program
     try:
-        status, findings, why_off = run(command)
+        status, findings, why_off = run(command, graph_dir=args.graph_dir)
     except UsageError as error:
         raise _UsageError(str(error)) from None
     if why_off:
@@ -183,6 +368,15 @@ def _captures(args: argparse.Namespace) -> int:
     _, project = load_project(args.paths, ConfigResolver(args.config), options)
     sys.stdout.write(render_captures(capture_report(project), args.format))
     return EXIT_OK
+
+
+def _server() -> int:
+    """The language server; pygls is an optional extra, so say how to get it."""
+    try:
+        from graphlint.language_server import main as serve
+    except ImportError as error:
+        raise _UsageError(f"graphlint server needs pygls: pip install 'graphlint[server]' ({error})") from None
+    return serve()
 
 
 def _rule(code: str) -> int:
@@ -225,11 +419,25 @@ def _check(args: argparse.Namespace) -> int:
         raise _UsageError("--unsafe-fixes needs --fix or --diff")
     options = _options(args)
     resolver = ConfigResolver(args.config)
+    _require_paths_exist(args.paths)
+    _read_stdin(args)
+    if args.fix and args.unsaved:
+        return _fix_stdin(args, resolver, options)
     if args.diff:
         return _diff(args, resolver, options)
-    result = check(args.paths, resolver, options)
+    result = _run_check(args, resolver, options)
+    if not result.files:
+        _note(args, "graphlint: warning: No Python files found under the given path(s)")
+        if args.format == "text":
+            return EXIT_OK
+    if args.add_noqa:
+        return _add_noqa(args, result)
+    if args.write_baseline:
+        return _write_baseline(args, result)
     if args.fix:
         result = _fix_loop(args, resolver, options, result)
+    if args.baseline:
+        result = _apply_baseline(args, result)
     _emit(args, result)
     if result.internal_errors:
         _report_internal_errors(result, args.verbose)
@@ -254,10 +462,8 @@ def _report_internal_errors(result: CheckResult, verbose: bool) -> None:
 
 
 def _emit(args: argparse.Namespace, result: CheckResult) -> None:
-    to_terminal = args.output_file is None and sys.stdout.isatty()
     context = ReportContext(
-        files=tuple(f.display for f in result.files),
-        color=to_terminal and args.format == "text" and not os.environ.get("NO_COLOR"),
+        files=tuple(f.display for f in result.files), color=_use_color(args), summary=not args.quiet
     )
     if args.statistics:
         from graphlint.reporters import json_report, text
@@ -292,6 +498,7 @@ def _fix_loop(
     args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions, result: CheckResult
 ) -> CheckResult:
     fixed_total = 0
+    fixed_findings: list[Finding] = []
     fixed_files: set[str] = set()
     refused: set[str] = set()
     for _ in range(_MAX_FIX_PASSES):
@@ -317,21 +524,23 @@ def _fix_loop(
                 fixed = "\ufeff" + fixed
             write_atomic(paths[display], fixed)
             fixed_total += len(outcome.applied)
+            fixed_findings.extend(outcome.applied)
             fixed_files.add(display)
             changed = True
         if not changed:
             break
-        result = check(args.paths, resolver, options)
+        result = _run_check(args, resolver, options)
     if fixed_total:
-        print(
+        _note(
+            args,
             f"graphlint: fixed {fixed_total} finding{'s' if fixed_total != 1 else ''} in {len(fixed_files)} file{'s' if len(fixed_files) != 1 else ''}",
-            file=sys.stderr,
         )
+    _report_fixed(args, fixed_findings)
     return result
 
 
 def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
-    result = check(args.paths, resolver, options)
+    result = _run_check(args, resolver, options)
     chunks = []
     for display, found in sorted(_by_path(result.findings).items()):
         data = result.sources.get(display)

@@ -37,6 +37,17 @@ def _excluded(path: Path, settings: Settings) -> bool:
     return False
 
 
+def excluded_with_parents(path: Path, settings: Settings) -> bool:
+    """Whether ``path`` or a folder above it, up to the config root, is excluded."""
+    absolute = path.resolve()
+    candidates = [absolute]
+    for parent in absolute.parents:
+        if parent == settings.root or settings.root not in parent.parents:
+            break
+        candidates.append(parent)
+    return any(_excluded(candidate, settings) for candidate in candidates)
+
+
 def _module_of(path: Path) -> tuple[str, bool]:
     """Dotted module name from the package structure (`__init__.py` files) around ``path``."""
     parts = [path.name]
@@ -50,8 +61,10 @@ def _module_of(path: Path) -> tuple[str, bool]:
     return module_name_for(parts), path.name == "__init__.py"
 
 
-def discover(paths: list[str], resolver: ConfigResolver) -> list[SourceFile]:
-    """Files under ``paths``, in a stable order; explicitly named files are always kept."""
+def discover(paths: list[str], resolver: ConfigResolver, force_exclude: bool = False) -> list[SourceFile]:
+    """Files under ``paths``, in a stable order; explicitly named files are kept unless
+    ``force_exclude`` (ruff's `--force-exclude`, for pre-commit and editors that pass every
+    file) applies the exclude patterns to them too."""
     found: dict[Path, SourceFile] = {}
     for given in paths:
         given_path = Path(given)
@@ -74,6 +87,8 @@ def discover(paths: list[str], resolver: ConfigResolver) -> list[SourceFile]:
                     _add(found, display, file_path, settings)
         else:
             settings = resolver.for_directory(given_path.parent if given_path.parent != Path("") else Path("."))
+            if force_exclude and excluded_with_parents(given_path, settings):
+                continue
             _add(found, given, given_path, settings)
     files = sorted(found.values(), key=lambda f: f.display)
     return _unique_modules(files)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_
 from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover
 from graphlint.findings import Finding, sort_findings
+from graphlint.registry import all_rules
 
 # Below this many files to parse, starting worker processes costs more than it saves.
 _PARALLEL_THRESHOLD = 24
@@ -53,19 +55,28 @@ def _summarize_job(job: tuple[bytes, str, bool]) -> ModuleSummary:
     return summarize_source(data, module, is_package)
 
 
-def _read_all(files: list[SourceFile]) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
-    """Bytes and cache keys of every file; the reason for each file that could not be read."""
+def _read_all(
+    files: list[SourceFile], unsaved: Mapping[Path, bytes] | None = None
+) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
+    """Bytes and cache keys of every file; the reason for each file that could not be read.
+    ``unsaved`` (absolute path -> bytes) stands in for the disk: stdin, an editor's buffer."""
     sources: dict[str, bytes] = {}
     keys: dict[str, str] = {}
     errors: dict[str, str] = {}
     for source in files:
-        data, error = read_source(str(source.path))
+        data, error = _unsaved_or_disk(source, unsaved)
         if data is None:
             errors[source.display] = error or "cannot read file"
             continue
         sources[source.display] = data
         keys[source.display] = cache_key(data, source.module, source.is_package)
     return sources, keys, errors
+
+
+def _unsaved_or_disk(source: SourceFile, unsaved: Mapping[Path, bytes] | None) -> tuple[bytes | None, str | None]:
+    if unsaved and source.path in unsaved:
+        return unsaved[source.path], None
+    return read_source(str(source.path))
 
 
 def summarize_files(
@@ -127,9 +138,20 @@ def _run_key(files: list[SourceFile], keys: dict[str, str], errors: dict[str, st
     return run_key(parts)
 
 
-def check(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> CheckResult:
-    files = discover(paths, resolver)
-    sources, keys, errors = _read_all(files)
+def check(
+    paths: list[str], resolver: ConfigResolver, options: CheckOptions, unsaved: Mapping[Path, bytes] | None = None
+) -> CheckResult:
+    return check_files(discover(paths, resolver), resolver, options, unsaved)
+
+
+def check_files(
+    files: list[SourceFile],
+    resolver: ConfigResolver,
+    options: CheckOptions,
+    unsaved: Mapping[Path, bytes] | None = None,
+) -> CheckResult:
+    """Analyse exactly ``files`` together; ``unsaved`` bytes replace what is on disk."""
+    sources, keys, errors = _read_all(files, unsaved)
     cache = SummaryCache(options.cache_dir)
     whole_run = _run_key(files, keys, errors, options.selection)
     reused = cache.get_result(whole_run) if not errors else None
@@ -231,6 +253,7 @@ def _filter(
             kept.append(finding)
         if UNUSED_SUPPRESSION.code in enabled:
             kept.extend(_unused_suppressions(source.display, summary, enabled, used))
+            kept.extend(_unknown_suppression_codes(source.display, summary))
     return kept
 
 
@@ -247,6 +270,30 @@ def _unused_suppressions(
         message = f"unused suppression for {', '.join(unused)}: no such finding on this line"
         finding = _core_finding(UNUSED_SUPPRESSION, message, path, line, suppression.column)
         found.append(dataclasses.replace(finding, end_column=suppression.end_column))
+    return found
+
+
+def _unknown_suppression_codes(path: str, summary: ModuleSummary) -> list[Finding]:
+    """`# noqa: GL999` names no rule (a typo, or a code from a newer graphlint): like ruff's
+    RUF100 "unknown" case, say so instead of accepting it silently. Other tools' codes are theirs."""
+    known = all_rules()
+    found = []
+    for line, suppression in sorted(summary.suppressions.items()):
+        unknown = sorted(code for code in suppression.codes or () if code.startswith("GL") and code not in known)
+        if unknown:
+            found.append(
+                Finding(
+                    code=UNUSED_SUPPRESSION.code,
+                    name=UNUSED_SUPPRESSION.name,
+                    severity=UNUSED_SUPPRESSION.severity,
+                    message=f"unknown code in suppression: {', '.join(unknown)} (`graphlint rules` lists the codes)",
+                    path=path,
+                    line=line,
+                    column=suppression.column,
+                    end_line=line,
+                    end_column=suppression.end_column,
+                )
+            )
     return found
 
 

@@ -101,6 +101,11 @@ class Finding:
         """An `info` finding (GL508) states a fact; it never fails a run that fails on findings."""
         return self.severity == "info"
 
+    @property
+    def safely_fixable(self) -> bool:
+        """`--fix` alone repairs it; an unsafe fix needs `--unsafe-fixes` and is not marked `[*]`."""
+        return self.fix is not None and self.fix.applicability == "safe"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "code": self.code,

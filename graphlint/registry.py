@@ -109,8 +109,14 @@ def all_rules() -> dict[str, Rule]:
 
 
 def get_rule(code: str) -> Rule:
+    """The rule with this code (any case) or kebab-case name, as users type either."""
     rules = all_rules()
-    try:
-        return rules[code.upper()]
-    except KeyError:
-        raise KeyError(code) from None
+    rule = rules.get(code.upper()) or _rule_by_name(rules, code)
+    if rule is None:
+        raise KeyError(code)
+    return rule
+
+
+def _rule_by_name(rules: dict[str, Rule], name: str) -> Rule | None:
+    wanted = name.strip().lower()
+    return next((rule for rule in rules.values() if rule.name == wanted), None)

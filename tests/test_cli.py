@@ -155,7 +155,7 @@ def test_rule_and_rules_commands() -> None:
     assert missing.returncode == 2 and "unknown rule" in missing.stderr
     table = run_cli("rules")
     assert table.returncode == 0
-    assert [line.split()[0] for line in table.stdout.splitlines()][:3] == ["GL000", "GL001", "GL101"]
+    assert [line.split()[0] for line in table.stdout.splitlines()][:4] == ["GL000", "GL001", "GL002", "GL101"]
 
 
 def test_discovery_skips_vcs_venv_build_and_cache_folders(write_tree) -> None:
@@ -174,10 +174,10 @@ def test_discovery_skips_vcs_venv_build_and_cache_folders(write_tree) -> None:
     assert {f["path"] for f in json.loads(result.stdout)} == {"./pkg/mod.py"}
 
 
-def test_nonexistent_path_is_a_finding_not_a_crash(write_tree) -> None:
+def test_nonexistent_path_is_a_usage_error_naming_it(write_tree) -> None:
     root = write_tree({"bad.py": HAZARD})
     result = run_cli("check", "--no-cache", "--format", "json", "missing.py", "bad.py", cwd=root)
-    assert result.returncode == 1
-    findings = json.loads(result.stdout)
-    assert [(f["path"], f["code"]) for f in findings][:1] == [("bad.py", "GL101")]
-    assert ("missing.py", "GL000") in {(f["path"], f["code"]) for f in findings}
+    assert result.returncode == 2
+    assert "missing.py" in result.stderr and "no such file or directory" in result.stderr
+    assert result.stdout == ""
+    assert run_cli("check", "--no-cache", "nosuchdir", cwd=root).returncode == 2

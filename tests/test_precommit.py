@@ -21,12 +21,31 @@ with torch.cuda.graph(g):
 """
 
 
+HELPER = """\
+import torch
+
+
+def f(x):
+    return x.sum().item()
+"""
+RUNNER = """\
+import torch
+
+import helper
+
+g = torch.cuda.CUDAGraph()
+x = torch.zeros(4, device="cuda")
+with torch.cuda.graph(g):
+    y = helper.f(x)
+"""
+
+
 def _git(repo: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False, env=env)
 
 
 @pytest.mark.slow
-def test_hook_blocks_a_hazard_and_passes_a_clean_commit(tmp_path: Path) -> None:
+def test_hook_blocks_a_hazard_and_passes_a_clean_commit_and_sees_the_project(tmp_path: Path) -> None:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     pre_commit = shutil.which("pre-commit") or str(Path(sys.executable).with_name("pre-commit"))
@@ -75,3 +94,17 @@ def test_hook_blocks_a_hazard_and_passes_a_clean_commit(tmp_path: Path) -> None:
     output = blocked.stdout + blocked.stderr
     assert "GL101" in output and "capture.py:6:9" in output
     assert "hazard" not in _git(project, "log", "--format=%s", env=env).stdout
+
+    # Cross-file: helper.py is committed (no capture in it, so it passes); committing runner.py,
+    # which captures helper.f, reports the .item() in helper.py although only runner.py is staged.
+    _git(project, "reset", "-q", env=env)
+    (project / "capture.py").unlink()
+    (project / "helper.py").write_text(HELPER)
+    _git(project, "add", "helper.py", env=env)
+    assert _git(project, "commit", "-m", "helper", env=env).returncode == 0
+    (project / "runner.py").write_text(RUNNER)
+    _git(project, "add", "runner.py", env=env)
+    cross = _git(project, "commit", "-m", "runner", env=env)
+    assert cross.returncode != 0
+    output = cross.stdout + cross.stderr
+    assert "helper.py:5:12: GL101" in output and "called in capture via runner.py:8" in output

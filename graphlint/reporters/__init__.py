@@ -11,6 +11,7 @@ from graphlint.findings import Finding
 class ReportContext:
     files: tuple[str, ...]  # display paths of every file checked, in order
     color: bool = False
+    summary: bool = True  # False with `-q/--quiet`: findings only, no closing summary line
 
 
 FORMATS = ("text", "json", "sarif", "github", "junit")

@@ -15,7 +15,7 @@ def render(findings: list[Finding], context: ReportContext) -> str:
 
 def render_statistics(findings: list[Finding]) -> str:
     counts = Counter((f.code, f.name) for f in findings)
-    fixable = {f.code for f in findings if f.fix is not None}
+    fixable = {f.code for f in findings if f.safely_fixable}
     rows = [
         {"code": code, "name": name, "count": count, "fixable": code in fixable}
         for (code, name), count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))

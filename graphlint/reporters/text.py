@@ -45,13 +45,14 @@ def summary_line(findings: list[Finding], context: ReportContext) -> str:
 
 def render(findings: list[Finding], context: ReportContext) -> str:
     blocks = [format_finding(f, context.color) for f in findings]
-    blocks.append(summary_line(findings, context))
-    return "\n".join(blocks) + "\n"
+    if context.summary:
+        blocks.append(summary_line(findings, context))
+    return "\n".join(blocks) + "\n" if blocks else ""
 
 
 def render_statistics(findings: list[Finding]) -> str:
     counts = Counter((f.code, f.name) for f in findings)
-    fixable = {f.code for f in findings if f.fix is not None}
+    fixable = {f.code for f in findings if f.safely_fixable}
     lines = [
         f"{count:>6}  {code}  [{'*' if code in fixable else ' '}] {name}"
         for (code, name), count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))

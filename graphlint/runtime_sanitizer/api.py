@@ -17,23 +17,29 @@ def _where(fn: Callable) -> tuple[str, int]:
         return "<unknown>", 1
 
 
-def sanitize_callable(fn: Callable, *inputs: Any, module: Any = None, warmup: int = 2) -> SanitizerReport:
+def sanitize_callable(
+    fn: Callable, *inputs: Any, module: Any = None, warmup: int = 2, graph_dir: str | None = None
+) -> SanitizerReport:
     """Capture ``fn(*inputs)`` (a second time on moved inputs, a third time to measure
     argument padding noise) and analyse the graphs.
 
     ``module`` (or ``fn`` itself, when it is an ``nn.Module``) names the parameters and buffers
     that legitimately stay at fixed addresses. The program's own tensors are not modified:
     the second capture runs on copies, and the parameters, buffers and CUDA RNG state that the
-    runs of ``fn`` move on are restored afterwards.
+    runs of ``fn`` move on are restored afterwards. With ``graph_dir``, the analysed graph is
+    also drawn there (`report.write_pictures`), hazards in colour.
     """
     from graphlint.runtime_sanitizer.capture import load_state, module_tensors, save_state
 
     fixed = module_tensors(module if module is not None else fn)
     saved = save_state(fixed)
     try:
-        return _analyse(fn, inputs, fixed, warmup)
+        report = _analyse(fn, inputs, fixed, warmup)
     finally:
         load_state(fixed, saved)
+    if graph_dir is not None:
+        report.write_pictures(graph_dir)
+    return report
 
 
 def _analyse(fn: Callable, inputs: tuple[Any, ...], fixed: list[Any], warmup: int) -> SanitizerReport:

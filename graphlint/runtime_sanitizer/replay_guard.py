@@ -94,10 +94,11 @@ def _ranges(tensors: list[Any]) -> list[tuple[int, int]]:
 
 
 class ReplayGuard:
-    def __init__(self, mode: str = "warn") -> None:
+    def __init__(self, mode: str = "warn", graph_dir: str | None = None) -> None:
         if mode not in ("warn", "raise"):
             raise ValueError("mode must be 'warn' or 'raise'")
         self.mode = mode
+        self.graph_dir = graph_dir  # where to draw each analysed graph (SVG + HTML), if anywhere
         self.findings: list[Finding] = []
         self._graphs: dict[int, _GraphState] = {}
         self._handles: dict[int, tuple[Any, int, int]] = {}  # id(tensor) -> (weakref, graph id, generation)
@@ -186,7 +187,7 @@ class ReplayGuard:
             for fn, args in pairs:
                 try:
                     with torch.no_grad(), sanitizer_internal():  # forward graph; no autograd state left
-                        report = sanitize_callable(fn, *args)
+                        report = sanitize_callable(fn, *args, graph_dir=self.graph_dir)
                 except Exception as error:  # never break the program: say why, then graph as usual
                     warnings.warn(f"graphlint: could not analyse a graphed callable: {error}", stacklevel=4)
                     continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from graphlint.findings import Finding
 from graphlint.runtime_sanitizer import analysis
@@ -23,10 +24,19 @@ class SanitizerReport:
     alignment: dict[int, int] = field(default_factory=dict)  # input index -> bytes required
     where: tuple[str, int] = ("<unknown>", 1)
     label: str = ""
+    graph: GraphSnapshot | None = None  # the capture the findings refer to (for pictures)
 
     @property
     def input_slots(self) -> list[analysis.Word]:
         return analysis.input_slots(self.words)
+
+    def write_pictures(self, directory: str | Path, name: str | None = None) -> tuple[Path, Path] | None:
+        """Draw the analysed graph with its findings as `NAME.svg` and `NAME.html` in ``directory``."""
+        if self.graph is None:
+            return None
+        from graphlint.runtime_sanitizer.graph_picture import write_graph_pictures
+
+        return write_graph_pictures(Path(directory), name or self.label, self.graph, self.findings, self.words)
 
     def check_launch(self, addresses: list[int]) -> list[Finding]:
         """GL502 for each new input address less aligned than its capture requires."""
@@ -109,7 +119,8 @@ def analyze_pair(
                 where,
             )
         )
-    return SanitizerReport(findings, words, where=where, label=label)
+    graph = ordered if len(ordered.nodes) == len(first.nodes) else first
+    return SanitizerReport(findings, words, where=where, label=label, graph=graph)
 
 
 def memory_finding(pool_bytes: int, output_bytes: int, where: tuple[str, int], label: str) -> Finding:

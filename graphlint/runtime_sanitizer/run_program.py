@@ -29,8 +29,9 @@ def parse_command(command: list[str]) -> tuple[str, str, list[str]]:
     return "path", command[0], command
 
 
-def run(command: list[str]) -> tuple[int, list[Finding], str]:
-    """Run the program; return its exit status, the findings, and why the guard was off (or "")."""
+def run(command: list[str], graph_dir: str | None = None) -> tuple[int, list[Finding], str]:
+    """Run the program; return its exit status, the findings, and why the guard was off (or "").
+    With ``graph_dir``, each graph the sanitizer analyses is drawn there (SVG and HTML)."""
     kind, target, argv = parse_command(command)
     if kind == "path" and not os.path.isfile(target):
         raise UsageError(f"no such script: {target}")
@@ -39,7 +40,7 @@ def run(command: list[str]) -> tuple[int, list[Finding], str]:
     if not why_off:
         from graphlint.runtime_sanitizer.replay_guard import ReplayGuard
 
-        guard = ReplayGuard().install()
+        guard = ReplayGuard(graph_dir=graph_dir).install()
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = argv
     if kind == "path":

@@ -1,0 +1,80 @@
+"""Partial runs with the whole project behind them: pre-commit, editors and stdin name a few
+files, but a capture in one file reaches code in another.
+
+The named files are analysed together with every other Python file under their project
+root (the folder of the `pyproject.toml` that configures them; without one, the named
+file's own folder), so the call graph is the same as for a full run. The other files' summaries
+come from the cache, so a warm partial run costs little more than reading and hashing them.
+Only the named files are reported on, plus findings elsewhere that a named file's capture
+reaches (the call path starts in a named file): that capture is what makes them hazards,
+and hiding them would let pre-commit pass a commit that introduces one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from graphlint.config import ConfigResolver
+from graphlint.discovery import SourceFile, discover, excluded_with_parents
+from graphlint.engine import CheckOptions, CheckResult, check_files
+from graphlint.findings import Finding
+
+
+def project_root(source: SourceFile) -> Path:
+    """Where a named file's project starts: its config root, or its own folder when there is no
+    config or the config excludes the file (a fixture or generated file is not part of it)."""
+    if source.settings.source is not None and not excluded_with_parents(source.path, source.settings):
+        return source.settings.root
+    return source.path.parent
+
+
+def check_in_project(
+    paths: list[str],
+    resolver: ConfigResolver,
+    options: CheckOptions,
+    unsaved: Mapping[Path, bytes] | None = None,
+    force_exclude: bool = False,
+) -> CheckResult:
+    """Check ``paths`` in their project's context and report on them alone."""
+    named = discover(paths, resolver, force_exclude=force_exclude)
+    named_files = [source for source, given in _with_given(named, paths) if given]
+    if not named_files:
+        return check_files(named, resolver, options, unsaved)
+    roots = sorted({_shown(project_root(source)) for source in named_files})
+    named_paths = {source.path for source in named}
+    everything = [
+        source if source.path in named_paths else replace(source, display=os.path.normpath(source.display))
+        for source in discover([*paths, *roots], resolver, force_exclude=force_exclude)
+    ]
+    result = check_files(everything, resolver, options, unsaved)
+    shown = {source.display for source in everything if source.path in named_paths}
+    return CheckResult(
+        findings=[finding for finding in result.findings if reported(finding, shown)],
+        files=[source for source in everything if source.path in named_paths],
+        sources={display: data for display, data in result.sources.items() if display in shown},
+        cache_hits=result.cache_hits,
+        cache_misses=result.cache_misses,
+    )
+
+
+def reported(finding: Finding, named: set[str]) -> bool:
+    """A finding in a named file, or one whose capture path starts in a named file."""
+    return finding.path in named or bool(finding.call_path and finding.call_path[0].path in named)
+
+
+def _with_given(files: list[SourceFile], paths: list[str]) -> list[tuple[SourceFile, bool]]:
+    """Pair each discovered file with whether it was named itself (not found in a folder)."""
+    given = {Path(path).resolve() for path in paths if not Path(path).is_dir()}
+    return [(source, source.path in given) for source in files]
+
+
+def _shown(root: Path) -> str:
+    """The root as reports should show paths below it: relative to the working folder if inside it."""
+    try:
+        relative = root.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return str(root)
+    return os.path.join(".", str(relative)) if str(relative) != "." else "."

@@ -33,6 +33,7 @@ from typing import Any
 
 from graphlint.findings import Finding
 from graphlint.runtime_sanitizer.capture import tensors_in
+from graphlint.runtime_sanitizer.graph_counts import GraphCounts
 from graphlint.runtime_sanitizer.report import rule_finding
 from graphlint.runtime_sanitizer.rules import REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
 
@@ -105,6 +106,7 @@ class ReplayGuard:
         self._outer = None
         self._capturing: list[Any] = []
         self._internal = 0  # >0 while the sanitizer runs its own captures
+        self.graphs = GraphCounts()
 
     # -- install / uninstall -------------------------------------------------------------
     def install(self) -> ReplayGuard:

@@ -202,3 +202,30 @@ FIXED_ADDRESS_REPOINTED = declare(
         """,
     )
 )
+
+SANITIZER_INACTIVE = declare(
+    Rule(
+        code="GL500",
+        name="sanitizer-inactive",
+        severity="info",
+        summary=(
+            "Not a hazard, and never a clean run: the runtime sanitizer did not run (no CUDA device, torch, "
+            "CUDA or cuda-bindings versions outside the tested matrix, a program that ended without handing "
+            "its report back), ran on untested versions because GRAPHLINT_SANITIZE_UNTESTED=1 was set, or "
+            "refused to analyse a graph; the message says which and why."
+        ),
+        why=(
+            "An empty report from a sanitizer that did not look is not evidence that the program is "
+            "safe. CI must be able to tell `no findings` from `nothing was checked`."
+        ),
+        example="""
+            # CI on a CPU runner: every test passes, the report is empty
+            pytest --graphlint-sanitize=error --graphlint-report findings.json
+        """,
+        use_instead="""
+            # run the sanitized job on a GPU runner with the tested versions, or say that an
+            # inactive sanitizer is acceptable here
+            pytest --graphlint-sanitize=error --graphlint-sanitize-allow-inactive
+        """,
+    )
+)

@@ -204,3 +204,61 @@ def test_on_a_thread_without_user_frames_the_backward_call_is_the_user_line() ->
         backward_line = sys._getframe().f_lineno - 1
     assert seen == [(__file__, backward_line)]
     assert torch.Tensor.backward is original  # uninstall restores torch
+
+
+# -- plain captures: ordering and refusals -----------------------------------------------------
+
+
+def _race_ordering():
+    from pathlib import Path
+
+    from graphlint.runtime_sanitizer.snapshot import load_captures
+
+    captures, _ = load_captures(Path(__file__).resolve().parent.parent / "fixtures" / "snapshots" / "race.json")
+    return captures["ordering"]
+
+
+def test_a_plain_capture_with_an_unjoined_side_stream_is_gl504_at_the_capture_line() -> None:
+    from graphlint.runtime_sanitizer.report import ordering_findings
+
+    found = ordering_findings(_race_ordering(), "graph captured at prog.py:7", ("prog.py", 7))
+    assert [(f.code, f.path, f.line) for f in found] == [("GL504", "prog.py", 7)]
+    assert "graph captured at prog.py:7" in found[0].message
+
+
+def test_nodes_no_operator_launched_make_the_ordering_unknown() -> None:
+    import copy
+
+    from graphlint.runtime_sanitizer.analysis import unattributed_nodes
+
+    snapshot = _race_ordering()
+    assert unattributed_nodes(snapshot) == []
+    triton = copy.deepcopy(snapshot)
+    triton.nodes[1].op = ""  # e.g. a Triton kernel: launched outside ATen's dispatcher
+    assert [n.index for n in unattributed_nodes(triton)] == [1]
+
+
+def test_without_cuda_bindings_a_plain_capture_is_refused_with_the_reason(monkeypatch) -> None:
+    from graphlint.runtime_sanitizer import introspection
+    from graphlint.runtime_sanitizer.plain_capture import CaptureOrdering, Refused
+
+    def missing():
+        raise introspection.IntrospectionError("cuda-bindings is not installed")
+
+    monkeypatch.setattr(introspection, "_driver", missing)
+    ordering = CaptureOrdering()
+    ordering.start()
+    with pytest.raises(Refused, match="cuda-bindings is not installed"):
+        ordering.finish(0)
+
+
+def test_graph_counts_name_every_refusal() -> None:
+    from graphlint.runtime_sanitizer.graph_counts import GraphCounts
+
+    counts = GraphCounts(seen=3, analysed=2, refused=[("graph captured at p.py:4", "2 of 5 nodes ... unknown")])
+    again = GraphCounts.from_dict(counts.to_dict())
+    assert again == counts
+    assert counts.summary().splitlines() == [
+        "3 graphs seen, 2 analysed, 1 refused",
+        "  refused: graph captured at p.py:4: 2 of 5 nodes ... unknown",
+    ]

@@ -38,7 +38,8 @@ from graphlint.findings import Finding
 from graphlint.runtime_sanitizer.capture import tensors_in
 from graphlint.runtime_sanitizer.grad_alias import GradAliasTracker, GradRecord, grad_alias_message
 from graphlint.runtime_sanitizer.graph_counts import GraphCounts
-from graphlint.runtime_sanitizer.report import refused_finding, rule_finding
+from graphlint.runtime_sanitizer.plain_capture import CaptureOrdering, Refused
+from graphlint.runtime_sanitizer.report import ordering_findings, refused_finding, rule_finding
 from graphlint.runtime_sanitizer.rules import GRAPHED_GRAD_ALIAS, REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
 
 
@@ -139,6 +140,20 @@ def _located(finding: Finding, site: tuple[str, int]) -> Finding:
     return dataclasses.replace(finding, path=path, line=line, end_line=line)
 
 
+def _static_inputs(recorder: Any, made_ranges: list[tuple[int, int]]) -> list[tuple[Any, int]]:
+    """(weakref, version) of each tensor the capture read that it did not make: its static inputs."""
+    made = {id(t) for t in recorder.made}
+    inputs = []
+    for tensor in recorder.read:
+        if id(tensor) in made:
+            continue
+        ptr = tensor.untyped_storage().data_ptr()
+        if any(start <= ptr < start + size for start, size in made_ranges):
+            continue
+        inputs.append((weakref.ref(tensor), tensor._version))
+    return inputs
+
+
 def _ranges(tensors: list[Any]) -> list[tuple[int, int]]:
     result = []
     for tensor in tensors:
@@ -162,6 +177,7 @@ class ReplayGuard:
         self._outer = None
         self._capturing: list[Any] = []
         self._internal = 0  # >0 while the sanitizer runs its own captures
+        self._graphing = 0  # >0 inside make_graphed_callables
         self.graphs = GraphCounts()
         self._grad_alias = GradAliasTracker()
         self._backward_sites: list[tuple[str, int]] = []  # the user lines of the backward() calls running
@@ -182,7 +198,7 @@ class ReplayGuard:
             return result
 
         def exit_(ctx, *exc):
-            guard._end_capture(ctx)
+            guard._end_capture(ctx, failed=exc[0] is not None)
             return original_exit(ctx, *exc)
 
         def replay(graph):
@@ -197,7 +213,11 @@ class ReplayGuard:
         def make_graphed_callables(callables, sample_args, *args, **kwargs):
             guard._analyse_graphed(callables, sample_args)
             before = set(guard._graphs)
-            result = original_graphed(callables, sample_args, *args, **kwargs)
+            guard._graphing += 1  # its captures are judged by the analysis above, not again
+            try:
+                result = original_graphed(callables, sample_args, *args, **kwargs)
+            finally:
+                guard._graphing -= 1
             guard._watch_grads(callables, [g for g in guard._graphs if g not in before])
             return result
 
@@ -294,29 +314,45 @@ class ReplayGuard:
             return
         recorder = _CaptureMode()
         recorder.__enter__()
-        self._capturing.append((ctx, recorder))
+        ordering = None
+        if not self._graphing:
+            ordering = CaptureOrdering()
+            ordering.start()
+        self._capturing.append((ctx, recorder, ordering, user_site()))
 
-    def _end_capture(self, ctx: Any) -> None:
+    def _end_capture(self, ctx: Any, failed: bool = False) -> None:
+        """Before the capture ends: what the graph reads and writes (GL503, GL506), and for a
+        plain capture the ordering of its nodes (GL504), read from the graph being captured."""
         if self._internal or not self._capturing:
             return
-        _, recorder = self._capturing.pop()
+        _, recorder, ordering, site = self._capturing.pop()
+        if ordering is not None:
+            ordering.stop()  # entered after the recorder: left first
         recorder.__exit__(None, None, None)
         graph = getattr(ctx, "cuda_graph", None)
-        if graph is None:
+        if graph is None or failed:
             return
-        made = {id(t) for t in recorder.made}
         made_ranges = _ranges(recorder.made)
-        inputs = []
-        for tensor in recorder.read:
-            if id(tensor) in made:
-                continue
-            ptr = tensor.untyped_storage().data_ptr()
-            if any(start <= ptr < start + size for start, size in made_ranges):
-                continue
-            inputs.append((weakref.ref(tensor), tensor._version))
-        site = user_site()
-        self.graphs.seen += 1
-        self._graphs[id(graph)] = _GraphState(f"graph captured at {site[0]}:{site[1]}", inputs, made_ranges, site=site)
+        label = f"graph captured at {site[0]}:{site[1]}"
+        self._graphs[id(graph)] = _GraphState(label, _static_inputs(recorder, made_ranges), made_ranges, site=site)
+        if ordering is not None:
+            self.graphs.seen += 1
+            self._check_ordering(ctx, ordering, label, site)
+
+    def _check_ordering(self, ctx: Any, ordering: CaptureOrdering, label: str, site: tuple[str, int]) -> None:
+        import torch
+
+        stream = getattr(ctx, "capture_stream", None) or torch.cuda.current_stream()
+        try:
+            snapshot = ordering.finish(stream.cuda_stream)
+        except Refused as refusal:
+            self._refuse(label, str(refusal), site)
+            return
+        except Exception as error:  # never break the program: refuse, and say why
+            self._refuse(label, f"{type(error).__name__}: {error}", site)
+            return
+        self.graphs.analysed += 1
+        self.findings.extend(ordering_findings(snapshot, label, site))
 
     # -- replay --------------------------------------------------------------------------
     def _before_replay(self, graph: Any) -> None:

@@ -98,10 +98,16 @@ def analyze_pair(
                 where,
             )
         )
-    ordered = ordering if ordering is not None else first
-    ordered_nodes = {node.index: node for node in ordered.nodes}
-    for race in analysis.unordered_accesses(ordered):
-        a, b = ordered_nodes[race.first], ordered_nodes[race.second]
+    findings.extend(ordering_findings(ordering if ordering is not None else first, label, where))
+    return SanitizerReport(findings, words, where=where, label=label)
+
+
+def ordering_findings(snapshot: GraphSnapshot, label: str, where: tuple[str, int]) -> list[Finding]:
+    """GL504 for each pair of nodes with conflicting recorded accesses and no dependency path."""
+    nodes = {node.index: node for node in snapshot.nodes}
+    findings = []
+    for race in analysis.unordered_accesses(snapshot):
+        a, b = nodes[race.first], nodes[race.second]
         findings.append(
             rule_finding(
                 UNORDERED_ACCESS,
@@ -110,7 +116,7 @@ def analyze_pair(
                 where,
             )
         )
-    return SanitizerReport(findings, words, where=where, label=label)
+    return findings
 
 
 def memory_finding(pool_bytes: int, output_bytes: int, where: tuple[str, int], label: str) -> Finding:

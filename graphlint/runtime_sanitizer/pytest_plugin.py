@@ -8,8 +8,12 @@ Modelled on pytest-memray: a flag and an ini option switch it on, a marker tunes
 (`@pytest.mark.graphlint(ignore=["GL506"])`), a hook wrapper around each test call installs
 and always uninstalls the guard (no patched torch function outlives a test), failures go
 through `pytest_runtest_makereport`, and findings are listed in a terminal summary section.
-The `graphlint_findings` fixture gives a test its own findings. With the option off the
-plugin adds nothing; without a CUDA device it says once, in the header, that it is inactive.
+The `graphlint_findings` fixture gives a test its own findings, placed at user lines, merged
+and suppressible (`postprocess`). With the option off the plugin adds nothing. An inactive
+sanitizer (no CUDA device, untested versions) says so in the header and as a GL500 finding
+in the summary and the JSON report; `=error` then fails the session unless
+`--graphlint-sanitize-allow-inactive` is given. The summary ends with the graphs seen,
+analysed and refused.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ a dispatch mode gives each new tensor that aliases a graph's output memory (a vi
   always holds the newest replay and is not a stale handle.
 - GL506: a replay whose static inputs were not written (tensor version counters) since the
   previous replay, when the graph has been replayed more than once.
+- GL504 for plain captures (`plain_capture`): the graph's edges against each operator's
+  recorded accesses, read just before the capture ends; refused (GL500) when unsure.
+- GL509 (`grad_alias`): a `make_graphed_callables` backward replayed while a parameter's
+  `.grad` still aliases its static gradient buffer.
 - `make_graphed_callables`: each callable is first put through the two-capture analysis on
   its sample arguments (GL501 unstable capture, GL505 baked host values, GL504 unordered
   accesses, GL508 pool memory), with every parameter, buffer and the RNG state restored
@@ -19,7 +23,9 @@ a dispatch mode gives each new tensor that aliases a graph's output memory (a vi
 - Findings of the parameterized launcher (GL502, GL507) made while a guard is installed are
   collected with the guard's own (`publish`).
 
-Findings are collected (warn) or raised (`mode="raise"`); `uninstall()` restores torch.
+Findings are placed at the user's line (`user_site`: on autograd's engine thread, the line
+that called backward()), collected (warn) or raised (`mode="raise"`); `graphs` counts the
+graphs seen, analysed and refused; `uninstall()` restores torch.
 """
 
 from __future__ import annotations

@@ -97,3 +97,39 @@ def test_plain_capture_joined_before_the_read_reports_nothing_and_computes_eager
     assert finish(guard.findings) == [], guard.findings
     assert torch.equal(y, x + b)
     assert guard.graphs.seen == 1 and guard.graphs.analysed == 1
+
+
+PROGRAM = """
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).cuda()
+graphed = torch.cuda.make_graphed_callables(model, (torch.randn(8, 16, device="cuda"),))
+for step in range(4):
+    if CLEAR:
+        model.zero_grad(set_to_none=True)
+    graphed(torch.randn(8, 16, device="cuda")).pow(2).sum().backward()
+print("grad norm", float(model[0].weight.grad.norm()))
+"""
+
+
+@pytest.mark.parametrize("clear", [False, True])
+def test_graphlint_sanitize_reports_gl509_at_the_programs_backward_line(tmp_path, clear: bool) -> None:
+    import json
+
+    from conftest import run_cli
+
+    script = tmp_path / "train.py"
+    script.write_text(PROGRAM.replace("CLEAR", str(clear)))
+    report = tmp_path / "findings.json"
+    result = run_cli("sanitize", "--mode", "error", "--report", str(report), "--", "python", str(script))
+    rows = [row for row in json.loads(report.read_text()) if row["severity"] != "info"]
+    assert "grad norm" in result.stdout, result.stderr
+    assert "seen, 1 analysed, 0 refused" in result.stderr, result.stderr
+    if clear:
+        assert result.returncode == 0 and rows == [], result.stderr
+    else:
+        assert result.returncode == 1, result.stderr
+        lines = PROGRAM.splitlines()
+        backward_line = next(i for i, text in enumerate(lines, start=1) if "backward()" in text)
+        assert [(r["code"], r["path"], r["line"]) for r in rows] == [("GL509", str(script), backward_line)], rows

@@ -230,7 +230,7 @@ def test_error_mode_fails_exactly_the_hazardous_tests(pytester) -> None:
     # GL508 (pool memory) is listed for graphed callables and fails nothing: the clean twins pass.
     assert "test_unstable_capture_clean_twin: GL508" in text
     # The gradient hazard is named once, at the backward() line (autograd runs it on its own thread).
-    gl509 = [line for line in result.stdout.lines if ": GL509 [" in line]
+    gl509 = [line for line in result.stdout.lines if line.startswith("test_seeded.py::") and ": GL509 [" in line]
     assert len(gl509) == 1 and "test_seeded.py:" in gl509[0] and "set_to_none=True" in gl509[0], gl509
     written = (pytester.path / "test_seeded.py").read_text().splitlines()
     backward_line = next(i for i, text in enumerate(written, start=1) if text.endswith(".pow(2).sum().backward()"))

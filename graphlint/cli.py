@@ -106,7 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--graph-dir", metavar="DIR", help="draw each analysed graph as DIR/NAME.svg and DIR/NAME.html"
     )
     sanitize_parser.add_argument(
-        "program", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS] | -- python -m MODULE"
+        "--allow-inactive",
+        action="store_true",
+        help="with --mode error, do not fail when the sanitizer could not run (no CUDA device, untested versions)",
+    )
+    sanitize_parser.add_argument(
+        "program", nargs=argparse.REMAINDER, help="-- python [FLAGS] SCRIPT [ARGS] | -m MODULE | -c CODE"
     )
 
     captures_parser = commands.add_parser(
@@ -336,26 +341,46 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _sanitize(args: argparse.Namespace) -> int:
-    from graphlint.reporters.text import format_finding
-    from graphlint.runtime_sanitizer.run_program import UsageError, run
+    from graphlint.runtime_sanitizer.postprocess import finish
+    from graphlint.runtime_sanitizer.report import state_findings
+    from graphlint.runtime_sanitizer.run_program import UsageError, interpreter_arguments, program_name, run
 
     command = args.program[1:] if args.program[:1] == ["--"] else args.program
     try:
-        status, findings, why_off = run(command, graph_dir=args.graph_dir)
+        outcome = run(command, graph_dir=args.graph_dir)
+        where = (program_name(interpreter_arguments(command)), 1)
     except UsageError as error:
         raise _UsageError(str(error)) from None
-    if why_off:
-        print(f"graphlint sanitize: inactive ({why_off}); the program ran unchanged", file=sys.stderr)
-    for finding in findings:
-        print(format_finding(finding), file=sys.stderr)
-    if findings:
-        print(f"graphlint sanitize: {len(findings)} finding{'s' if len(findings) != 1 else ''}", file=sys.stderr)
+    findings = finish(outcome.findings + state_findings(outcome.reason, outcome.untested, where))
+    _print_sanitize_summary(outcome, findings)
     if args.report:
         files = tuple(sorted({f.path for f in findings}))
         Path(args.report).write_text(render(args.format, findings, ReportContext(files=files)), encoding="utf-8")
-    if args.mode == "error" and any(not f.informational for f in findings) and status == 0:
-        return EXIT_FINDINGS
-    return status
+    if args.mode == "error" and outcome.status == 0:
+        if outcome.reason and not args.allow_inactive:
+            print(
+                "graphlint sanitize: error: --mode error needs an active sanitizer (--allow-inactive accepts "
+                "an inactive one)",
+                file=sys.stderr,
+            )
+            return EXIT_FINDINGS
+        if any(not f.informational for f in findings):
+            return EXIT_FINDINGS
+    return outcome.status
+
+
+def _print_sanitize_summary(outcome, findings: list[Finding]) -> None:
+    """Findings, then one line on what was checked: never `clean` when nothing or not all was."""
+    from graphlint.reporters.text import format_finding
+
+    if outcome.reason:
+        print(f"graphlint sanitize: inactive ({outcome.reason}); the program ran unchanged", file=sys.stderr)
+    for finding in findings:
+        print(format_finding(finding), file=sys.stderr)
+    if outcome.reason:
+        return
+    count = f"{len(findings)} finding{'s' if len(findings) != 1 else ''}"
+    print(f"graphlint sanitize: {count}; {outcome.graphs.summary()}", file=sys.stderr)
 
 
 def _captures(args: argparse.Namespace) -> int:

@@ -167,6 +167,24 @@ def test_unchanged_inputs_clean_twin():
         g.replay()
 
 
+def graphed_training(clear):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).cuda()
+    run = torch.cuda.make_graphed_callables(model, (torch.randn(8, 16, device="cuda"),))
+    for _ in range(4):
+        if clear:
+            model.zero_grad(set_to_none=True)
+        run(torch.randn(8, 16, device="cuda")).pow(2).sum().backward()
+
+
+def test_graphed_grad_alias_hazard():
+    graphed_training(clear=False)
+
+
+def test_graphed_grad_alias_clean_twin():
+    graphed_training(clear=True)
+
+
 @pytest.mark.graphlint(ignore=["GL503"])
 @torch.no_grad()
 def test_findings_fixture_sees_its_own_findings(graphlint_findings):
@@ -201,8 +219,9 @@ def test_error_mode_fails_exactly_the_hazardous_tests(pytester) -> None:
         "test_unordered_stream_access_hazard": "GL504",
         "test_misaligned_launch_hazard": "GL502",
         "test_fixed_address_launch_hazard": "GL507",
+        "test_graphed_grad_alias_hazard": "GL509",
     }
-    result.assert_outcomes(passed=8, failed=len(hazards))
+    result.assert_outcomes(passed=9, failed=len(hazards))
     assert "graphlint sanitizer: active, mode error" in text
     for test, code in hazards.items():
         assert f"{test}: {code}" in text, (test, code)
@@ -210,10 +229,17 @@ def test_error_mode_fails_exactly_the_hazardous_tests(pytester) -> None:
     assert failed == set(hazards)
     # GL508 (pool memory) is listed for graphed callables and fails nothing: the clean twins pass.
     assert "test_unstable_capture_clean_twin: GL508" in text
+    # The gradient hazard is named once, at the backward() line (autograd runs it on its own thread).
+    gl509 = [line for line in result.stdout.lines if line.startswith("test_seeded.py::") and ": GL509 [" in line]
+    assert len(gl509) == 1 and "test_seeded.py:" in gl509[0] and "set_to_none=True" in gl509[0], gl509
+    written = (pytester.path / "test_seeded.py").read_text().splitlines()
+    backward_line = next(i for i, text in enumerate(written, start=1) if text.endswith(".pow(2).sum().backward()"))
+    assert gl509[0].endswith(f"test_seeded.py:{backward_line})"), gl509
+    assert "graphs: " in text and " analysed, " in text
 
 
 def test_warn_mode_reports_without_failing(pytester) -> None:
     pytester.makepyfile(test_seeded=SUITE)
     result = pytester.runpytest_subprocess(*plugin_args(), "--graphlint-sanitize", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=15)
+    result.assert_outcomes(passed=17)
     assert "GL503" in result.stdout.str()

@@ -355,3 +355,10 @@ def unordered_accesses(snapshot: GraphSnapshot) -> list[UnorderedAccess]:
             if where is not None:
                 found.append(UnorderedAccess(a.index, b.index, where))
     return found
+
+
+def unattributed_nodes(snapshot: GraphSnapshot) -> list[Node]:
+    """Kernel, memcpy and memset nodes no recorded operator launched (Triton, extension and
+    library kernels called outside ATen): their memory accesses are unknown, so an ordering
+    check that passes over them could miss a race."""
+    return [n for n in snapshot.nodes if n.type in ("kernel", "memcpy", "memset") and not n.op]

@@ -10,11 +10,18 @@ from graphlint.runtime_sanitizer.report import SanitizerReport, analyze_pair, me
 
 
 def _where(fn: Callable) -> tuple[str, int]:
+    """The callable's own source when it is the user's; otherwise (a torch module, no source)
+    the user's line that asked for the analysis."""
+    from graphlint.runtime_sanitizer.replay_guard import _is_library, user_site
+
     target = getattr(fn, "forward", fn)
     try:
-        return inspect.getsourcefile(target) or "<unknown>", inspect.getsourcelines(target)[1]
+        path = inspect.getsourcefile(target)
+        if path and not _is_library(path):
+            return path, inspect.getsourcelines(target)[1]
     except (OSError, TypeError):
-        return "<unknown>", 1
+        pass
+    return user_site()
 
 
 def sanitize_callable(

@@ -145,6 +145,18 @@ def pool_segments(graph: Any) -> list[tuple[int, int]]:
     ]
 
 
+def capturing_graph(stream: int) -> Any | None:
+    """The graph the CUDA stream (a raw handle) is capturing into, or None. The driver permits
+    reading that graph while the capture goes on."""
+    from graphlint.runtime_sanitizer.introspection import _driver
+
+    drv = _driver()
+    info = drv.cuStreamGetCaptureInfo(drv.CUstream(stream))
+    if info[0] != drv.CUresult.CUDA_SUCCESS:
+        return None
+    return next((item for item in info[1:] if isinstance(item, drv.CUgraph)), None)
+
+
 def _capture_graph_node_count() -> int | None:
     """Nodes in the graph the current stream is capturing into (None if not readable)."""
     import torch
@@ -152,11 +164,7 @@ def _capture_graph_node_count() -> int | None:
     from graphlint.runtime_sanitizer.introspection import _driver
 
     drv = _driver()
-    stream = drv.CUstream(torch.cuda.current_stream().cuda_stream)
-    info = drv.cuStreamGetCaptureInfo(stream)
-    if info[0] != drv.CUresult.CUDA_SUCCESS:
-        return None
-    graph = next((item for item in info[1:] if isinstance(item, drv.CUgraph)), None)
+    graph = capturing_graph(torch.cuda.current_stream().cuda_stream)
     if graph is None:
         return None
     result = drv.cuGraphGetNodes(graph, 0)
@@ -193,12 +201,15 @@ class _OpRecorder:
                     )
                     (writes if is_write else reads).extend(_tensor_ranges(value))
                 writes.extend(_tensor_ranges(out))
-                if before is not None and after is not None and after > before:
+                if before is None or after is None:
+                    recorder.unreadable += 1
+                elif after > before:
                     recorder.ops.append((str(func), before, after, reads, writes))
                 return out
 
         self.mode = Mode()
         self.ops: list[tuple[str, int, int, list, list]] = []
+        self.unreadable = 0  # operators run while the capture graph could not be read
 
     def __enter__(self):
         self.mode.__enter__()

@@ -8,33 +8,59 @@ Modelled on pytest-memray: a flag and an ini option switch it on, a marker tunes
 (`@pytest.mark.graphlint(ignore=["GL506"])`), a hook wrapper around each test call installs
 and always uninstalls the guard (no patched torch function outlives a test), failures go
 through `pytest_runtest_makereport`, and findings are listed in a terminal summary section.
-The `graphlint_findings` fixture gives a test its own findings. With the option off the
-plugin adds nothing; without a CUDA device it says once, in the header, that it is inactive.
+The `graphlint_findings` fixture gives a test its own findings, placed at user lines, merged
+and suppressible (`postprocess`). With the option off the plugin adds nothing. An inactive
+sanitizer (no CUDA device, untested versions) says so in the header and as a GL500 finding
+in the summary and the JSON report; `=error` then fails the session unless
+`--graphlint-sanitize-allow-inactive` is given. The summary ends with the graphs seen,
+analysed and refused.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import pytest
 
 from graphlint.findings import Finding
-from graphlint.runtime_sanitizer.availability import inactive_reason
+from graphlint.runtime_sanitizer.availability import Availability, availability
+from graphlint.runtime_sanitizer.graph_counts import GraphCounts
+from graphlint.runtime_sanitizer.postprocess import finish
+from graphlint.runtime_sanitizer.report import state_findings
 
-_KEY = pytest.StashKey[list]()
-_ACTIVE = pytest.StashKey[str]()  # "" when active, else why not
+_KEY = pytest.StashKey[list]()  # on the config: (test id, finding); on an item: its findings
+_STATE = pytest.StashKey[Availability]()  # absent when the option is off
+_GRAPHS = pytest.StashKey[GraphCounts]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("graphlint", "CUDA graph sanitizer")
+    # A bare flag, not an option with an optional value: `pytest --graphlint-sanitize tests/` must
+    # keep `tests/` as a path. `--graphlint-sanitize=MODE` is matched as a whole option string.
     group.addoption(
         "--graphlint-sanitize",
-        nargs="?",
+        action="store_const",
         const="warn",
+        dest="graphlint_sanitize",
         default=None,
-        choices=("warn", "error"),
-        help="run tests under graphlint's CUDA graph sanitizer (warn: report; error: fail tests with findings)",
+        help="run tests under graphlint's CUDA graph sanitizer; =warn (the default) reports, =error fails "
+        "tests with findings",
+    )
+    for mode in ("warn", "error"):
+        group.addoption(
+            f"--graphlint-sanitize={mode}",
+            action="store_const",
+            const=mode,
+            dest="graphlint_sanitize",
+            help=argparse.SUPPRESS,
+        )
+    group.addoption(
+        "--graphlint-sanitize-allow-inactive",
+        action="store_true",
+        help="with --graphlint-sanitize=error, run the tests even when the sanitizer cannot (no CUDA device, "
+        "untested versions); the report still says so (GL500)",
     )
     group.addoption("--graphlint-report", default=None, metavar="FILE", help="write the sanitizer's findings as JSON")
     parser.addini("graphlint_sanitize_ignore", "codes the sanitizer does not report", type="args", default=[])
@@ -43,19 +69,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "graphlint(ignore=[...]): codes the graphlint sanitizer ignores in this test")
     config.stash[_KEY] = []
-    if config.getoption("--graphlint-sanitize") is None:
-        config.stash[_ACTIVE] = "off"
+    config.stash[_GRAPHS] = GraphCounts()
+    if config.getoption("graphlint_sanitize") is None:
         return
-    config.stash[_ACTIVE] = inactive_reason()
+    state = config.stash[_STATE] = availability()
+    where = (str(config.rootpath), 1)
+    config.stash[_KEY].extend(("", f) for f in state_findings(state.reason, state.untested, where))
+    if state.reason and config.getoption("graphlint_sanitize") == "error":
+        if not config.getoption("graphlint_sanitize_allow_inactive"):
+            _write_report(config)
+            raise pytest.UsageError(
+                f"graphlint sanitizer: --graphlint-sanitize=error, but the sanitizer is inactive ({state.reason}); "
+                "pass --graphlint-sanitize-allow-inactive to run the tests unsanitized"
+            )
+
+
+def _active(config: pytest.Config) -> bool:
+    state = config.stash.get(_STATE, None)
+    return state is not None and state.active
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    state = config.stash.get(_ACTIVE, "off")
-    if state == "off":
+    state = config.stash.get(_STATE, None)
+    if state is None:
         return None
-    if state:
-        return f"graphlint sanitizer: inactive ({state}); tests run unchanged"
-    return f"graphlint sanitizer: active, mode {config.getoption('--graphlint-sanitize')}"
+    if state.reason:
+        return f"graphlint sanitizer: inactive ({state.reason}); tests run unchanged"
+    untested = f" on untested versions ({state.untested})" if state.untested else ""
+    return f"graphlint sanitizer: active{untested}, mode {config.getoption('graphlint_sanitize')}"
 
 
 def _ignored(item: pytest.Item) -> set[str]:
@@ -67,7 +108,7 @@ def _ignored(item: pytest.Item) -> set[str]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    if item.config.stash.get(_ACTIVE, "off") != "":
+    if not _active(item.config):
         yield
         return
     from graphlint.runtime_sanitizer.replay_guard import ReplayGuard
@@ -79,9 +120,9 @@ def pytest_runtest_call(item: pytest.Item):
         yield
     finally:
         guard.uninstall()
-        ignored = _ignored(item)
-        guard.findings[:] = [f for f in guard.findings if f.code not in ignored]
+        guard.findings[:] = finish(guard.findings, _ignored(item))
         item.config.stash[_KEY].extend((item.nodeid, f) for f in guard.findings)
+        item.config.stash[_GRAPHS].add(guard.graphs)
 
 
 @pytest.fixture
@@ -94,7 +135,7 @@ def graphlint_findings(request: pytest.FixtureRequest) -> list[Finding]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
-    if call.when != "call" or item.config.getoption("--graphlint-sanitize") != "error":
+    if call.when != "call" or item.config.getoption("graphlint_sanitize") != "error":
         return
     findings = [f for f in item.stash.get(_KEY, []) if not f.informational]
     if findings and report.passed:
@@ -104,16 +145,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         )
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    collected = config.stash.get(_KEY, [])
+def _write_report(config: pytest.Config) -> None:
     path = config.getoption("--graphlint-report")
     if path:
-        rows = [{**f.to_dict(), "test": nodeid} for nodeid, f in collected]
+        rows = [{**f.to_dict(), "test": nodeid} for nodeid, f in config.stash.get(_KEY, [])]
         Path(path).write_text(json.dumps(rows, indent=2) + "\n")
-    if not collected:
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    _write_report(config)
+    collected = config.stash.get(_KEY, [])
+    if config.stash.get(_STATE, None) is None:
         return
     terminalreporter.write_sep("=", "graphlint sanitizer")
     for nodeid, finding in collected:
+        where = f"{nodeid}: " if nodeid else ""
         terminalreporter.write_line(
-            f"{nodeid}: {finding.code} [{finding.name}] {finding.message} ({finding.path}:{finding.line})"
+            f"{where}{finding.code} [{finding.name}] {finding.message} ({finding.path}:{finding.line})"
         )
+    if _active(config):
+        terminalreporter.write_line(f"graphs: {config.stash[_GRAPHS].summary()}")

@@ -12,6 +12,10 @@ a dispatch mode gives each new tensor that aliases a graph's output memory (a vi
   always holds the newest replay and is not a stale handle.
 - GL506: a replay whose static inputs were not written (tensor version counters) since the
   previous replay, when the graph has been replayed more than once.
+- GL504 for plain captures (`plain_capture`): the graph's edges against each operator's
+  recorded accesses, read just before the capture ends; refused (GL500) when unsure.
+- GL509 (`grad_alias`): a `make_graphed_callables` backward replayed while a parameter's
+  `.grad` still aliases its static gradient buffer.
 - `make_graphed_callables`: each callable is first put through the two-capture analysis on
   its sample arguments (GL501 unstable capture, GL505 baked host values, GL504 unordered
   accesses, GL508 pool memory), with every parameter, buffer and the RNG state restored
@@ -19,13 +23,18 @@ a dispatch mode gives each new tensor that aliases a graph's output memory (a vi
 - Findings of the parameterized launcher (GL502, GL507) made while a guard is installed are
   collected with the guard's own (`publish`).
 
-Findings are collected (warn) or raised (`mode="raise"`); `uninstall()` restores torch.
+Findings are placed at the user's line (`user_site`: on autograd's engine thread, the line
+that called backward()), collected (warn) or raised (`mode="raise"`); `graphs` counts the
+graphs seen, analysed and refused; `uninstall()` restores torch.
 """
 
 from __future__ import annotations
 
 import contextlib
-import traceback
+import dataclasses
+import functools
+import os
+import sys
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,8 +42,11 @@ from typing import Any
 
 from graphlint.findings import Finding
 from graphlint.runtime_sanitizer.capture import tensors_in
-from graphlint.runtime_sanitizer.report import rule_finding
-from graphlint.runtime_sanitizer.rules import REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
+from graphlint.runtime_sanitizer.grad_alias import GradAliasTracker, GradRecord, grad_alias_message
+from graphlint.runtime_sanitizer.graph_counts import GraphCounts
+from graphlint.runtime_sanitizer.plain_capture import CaptureOrdering, Refused
+from graphlint.runtime_sanitizer.report import ordering_findings, refused_finding, rule_finding
+from graphlint.runtime_sanitizer.rules import GRAPHED_GRAD_ALIAS, REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
 
 
 class StaleOutputRead(RuntimeError):
@@ -48,6 +60,8 @@ class _GraphState:
     output_ranges: list[tuple[int, int]] = field(default_factory=list)
     replays: int = 0
     unchanged_reported: bool = False
+    site: tuple[str, int] = ("<unknown>", 1)  # the user line that captured it
+    params: list[tuple[str, Any]] = field(default_factory=list)  # make_graphed_callables: (name, weakref)
 
 
 _INSTALLED: list[ReplayGuard] = []
@@ -73,13 +87,77 @@ def publish(finding: Finding) -> None:
         _INSTALLED[-1].findings.append(finding)
 
 
+_UNKNOWN = ("<unknown>", 1)
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    """Where frames are never the user's: torch, graphlint, and Python's standard library (the
+    threading code under every thread's frames, `copy`, `contextlib`, ...)."""
+    import sysconfig
+
+    import torch
+
+    import graphlint
+
+    dirs = [os.path.dirname(os.path.abspath(m.__file__)) for m in (torch, graphlint)]
+    dirs += [sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]]
+    return tuple(os.path.abspath(d) + os.sep for d in dirs)
+
+
+def _is_library(filename: str) -> bool:
+    """A frame of torch, graphlint or the standard library (not of packages installed under it)."""
+    if filename.startswith("<frozen "):
+        return True
+    path = os.path.abspath(filename)
+    torch_dir, graphlint_dir, *stdlib = _library_dirs()
+    if path.startswith((torch_dir, graphlint_dir)):
+        return True
+    installed = f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path
+    return path.startswith(tuple(stdlib)) and not installed
+
+
+def innermost_user_frame() -> tuple[str, int] | None:
+    """The innermost frame of this thread outside torch and graphlint (None if there is none,
+    as on autograd's engine threads)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not _is_library(frame.f_code.co_filename):
+            return frame.f_code.co_filename, frame.f_lineno or 1
+        frame = frame.f_back
+    return None
+
+
 def user_site() -> tuple[str, int]:
-    for frame in reversed(traceback.extract_stack()[:-2]):
-        name = frame.filename.replace("\\\\", "/")
-        if "/torch/" in name or "/graphlint/runtime_sanitizer/" in name or "/_pytest/" in name or "/pluggy/" in name:
+    """Where a finding happened in the user's code: the innermost frame outside torch and
+    graphlint; on autograd's engine thread (no user frame), the line that called backward()."""
+    frame = innermost_user_frame()
+    if frame is not None:
+        return frame
+    for guard in reversed(_INSTALLED):
+        if guard._backward_sites:
+            return guard._backward_sites[-1]
+    return _UNKNOWN
+
+
+def _located(finding: Finding, site: tuple[str, int]) -> Finding:
+    """The finding at the user's line (the analysis places it at the callable's source)."""
+    path, line = site
+    return dataclasses.replace(finding, path=path, line=line, end_line=line)
+
+
+def _static_inputs(recorder: Any, made_ranges: list[tuple[int, int]]) -> list[tuple[Any, int]]:
+    """(weakref, version) of each tensor the capture read that it did not make: its static inputs."""
+    made = {id(t) for t in recorder.made}
+    inputs = []
+    for tensor in recorder.read:
+        if id(tensor) in made:
             continue
-        return frame.filename, frame.lineno or 1
-    return "<unknown>", 1
+        ptr = tensor.untyped_storage().data_ptr()
+        if any(start <= ptr < start + size for start, size in made_ranges):
+            continue
+        inputs.append((weakref.ref(tensor), tensor._version))
+    return inputs
 
 
 def _ranges(tensors: list[Any]) -> list[tuple[int, int]]:
@@ -106,6 +184,10 @@ class ReplayGuard:
         self._outer = None
         self._capturing: list[Any] = []
         self._internal = 0  # >0 while the sanitizer runs its own captures
+        self._graphing = 0  # >0 inside make_graphed_callables
+        self.graphs = GraphCounts()
+        self._grad_alias = GradAliasTracker()
+        self._backward_sites: list[tuple[str, int]] = []  # the user lines of the backward() calls running
 
     # -- install / uninstall -------------------------------------------------------------
     def install(self) -> ReplayGuard:
@@ -123,7 +205,7 @@ class ReplayGuard:
             return result
 
         def exit_(ctx, *exc):
-            guard._end_capture(ctx)
+            guard._end_capture(ctx, failed=exc[0] is not None)
             return original_exit(ctx, *exc)
 
         def replay(graph):
@@ -137,9 +219,17 @@ class ReplayGuard:
 
         def make_graphed_callables(callables, sample_args, *args, **kwargs):
             guard._analyse_graphed(callables, sample_args)
-            return original_graphed(callables, sample_args, *args, **kwargs)
+            before = set(guard._graphs)
+            guard._graphing += 1  # its captures are judged by the analysis above, not again
+            try:
+                result = original_graphed(callables, sample_args, *args, **kwargs)
+            finally:
+                guard._graphing -= 1
+            guard._watch_grads(callables, [g for g in guard._graphs if g not in before])
+            return result
 
         torch.cuda.make_graphed_callables = torch.cuda.graphs.make_graphed_callables = make_graphed_callables
+        self._wrap_backward(torch)
         self._outer = _HandleMode(self)
         self._outer.__enter__()
         _INSTALLED.append(self)
@@ -158,7 +248,29 @@ class ReplayGuard:
             torch.cuda.graph.__enter__ = self._saved["enter"]
             torch.cuda.graph.__exit__ = self._saved["exit"]
             torch.cuda.CUDAGraph.replay = self._saved["replay"]
+            torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self._saved["backward"]
             self._saved = {}
+
+    def _wrap_backward(self, torch: Any) -> None:
+        """Record the user line of each backward()/grad() call while it runs: the graphed
+        backward replays on autograd's engine thread, where no user frame is on the stack."""
+        self._saved["backward"] = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+        sites = self._backward_sites
+
+        def recording(original):
+            @functools.wraps(original)
+            def wrapper(*args, **kwargs):
+                sites.append(innermost_user_frame() or (sites[-1] if sites else _UNKNOWN))
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    sites.pop()
+
+            return wrapper
+
+        torch.Tensor.backward = recording(torch.Tensor.backward)
+        torch.autograd.backward = recording(torch.autograd.backward)
+        torch.autograd.grad = recording(torch.autograd.grad)
 
     def __enter__(self) -> ReplayGuard:
         return self.install()
@@ -170,9 +282,8 @@ class ReplayGuard:
     def _analyse_graphed(self, callables: Any, sample_args: Any) -> None:
         """The two-capture analysis of each callable before it is graphed. The analysis runs the
         callable several times; `sanitize_callable` undoes that. When it cannot run (the
-        callable needs something the analysis cannot give it) it says so and graphs as usual."""
-        import warnings
-
+        callable needs something the analysis cannot give it) it refuses (GL500, counted) and
+        graphs as usual. Findings are placed at the user's make_graphed_callables call."""
         import torch
 
         from graphlint.runtime_sanitizer.api import sanitize_callable
@@ -182,18 +293,27 @@ class ReplayGuard:
             if not isinstance(callables, tuple)
             else list(zip(callables, sample_args, strict=True))
         )
+        site = user_site()
         self._outer.__exit__(None, None, None)  # its own captures are not the program's
         try:
             for fn, args in pairs:
+                label = f"callable `{getattr(fn, '__qualname__', type(fn).__name__)}` graphed at {site[0]}:{site[1]}"
+                self.graphs.seen += 1
                 try:
                     with torch.no_grad(), sanitizer_internal():  # forward graph; no autograd state left
                         report = sanitize_callable(fn, *args, graph_dir=self.graph_dir)
-                except Exception as error:  # never break the program: say why, then graph as usual
-                    warnings.warn(f"graphlint: could not analyse a graphed callable: {error}", stacklevel=4)
+                except Exception as error:  # never break the program: refuse, say why, graph as usual
+                    self._refuse(label, f"{type(error).__name__}: {error}", site)
                     continue
-                self.findings.extend(report.findings)
+                self.graphs.analysed += 1
+                self.findings.extend(_located(f, site) for f in report.findings)
         finally:
             self._outer.__enter__()
+
+    def _refuse(self, graph: str, reason: str, site: tuple[str, int]) -> None:
+        """A graph seen but not analysed: counted, and a GL500 finding so no report reads as clean."""
+        self.graphs.refused.append((graph, reason))
+        self.findings.append(refused_finding(graph, reason, site))
 
     # -- capture -------------------------------------------------------------------------
     def _begin_capture(self, ctx: Any) -> None:
@@ -201,28 +321,45 @@ class ReplayGuard:
             return
         recorder = _CaptureMode()
         recorder.__enter__()
-        self._capturing.append((ctx, recorder))
+        ordering = None
+        if not self._graphing:
+            ordering = CaptureOrdering()
+            ordering.start()
+        self._capturing.append((ctx, recorder, ordering, user_site()))
 
-    def _end_capture(self, ctx: Any) -> None:
+    def _end_capture(self, ctx: Any, failed: bool = False) -> None:
+        """Before the capture ends: what the graph reads and writes (GL503, GL506), and for a
+        plain capture the ordering of its nodes (GL504), read from the graph being captured."""
         if self._internal or not self._capturing:
             return
-        _, recorder = self._capturing.pop()
+        _, recorder, ordering, site = self._capturing.pop()
+        if ordering is not None:
+            ordering.stop()  # entered after the recorder: left first
         recorder.__exit__(None, None, None)
         graph = getattr(ctx, "cuda_graph", None)
-        if graph is None:
+        if graph is None or failed:
             return
-        made = {id(t) for t in recorder.made}
         made_ranges = _ranges(recorder.made)
-        inputs = []
-        for tensor in recorder.read:
-            if id(tensor) in made:
-                continue
-            ptr = tensor.untyped_storage().data_ptr()
-            if any(start <= ptr < start + size for start, size in made_ranges):
-                continue
-            inputs.append((weakref.ref(tensor), tensor._version))
-        site = user_site()
-        self._graphs[id(graph)] = _GraphState(f"graph captured at {site[0]}:{site[1]}", inputs, made_ranges)
+        label = f"graph captured at {site[0]}:{site[1]}"
+        self._graphs[id(graph)] = _GraphState(label, _static_inputs(recorder, made_ranges), made_ranges, site=site)
+        if ordering is not None:
+            self.graphs.seen += 1
+            self._check_ordering(ctx, ordering, label, site)
+
+    def _check_ordering(self, ctx: Any, ordering: CaptureOrdering, label: str, site: tuple[str, int]) -> None:
+        import torch
+
+        stream = getattr(ctx, "capture_stream", None) or torch.cuda.current_stream()
+        try:
+            snapshot = ordering.finish(stream.cuda_stream)
+        except Refused as refusal:
+            self._refuse(label, str(refusal), site)
+            return
+        except Exception as error:  # never break the program: refuse, and say why
+            self._refuse(label, f"{type(error).__name__}: {error}", site)
+            return
+        self.graphs.analysed += 1
+        self.findings.extend(ordering_findings(snapshot, label, site))
 
     # -- replay --------------------------------------------------------------------------
     def _before_replay(self, graph: Any) -> None:
@@ -230,20 +367,42 @@ class ReplayGuard:
         if state is None:
             return
         state.replays += 1
+        if state.params:
+            self._check_grad_alias(id(graph), state)
         live = [(ref(), version) for ref, version in state.inputs]
         live = [(t, v) for t, v in live if t is not None]
         if state.replays > 2 and live and not state.unchanged_reported:
             if all(t._version == v for t, v in live):
                 state.unchanged_reported = True
-                path, line = user_site()
                 self._report(
                     REPLAY_ON_UNCHANGED_INPUTS,
                     f"replay {state.replays} of the {state.label} runs on static inputs that were not written since "
-                    "replay {0}: it recomputes the same result".format(state.replays - 1),
-                    path,
-                    line,
+                    f"replay {state.replays - 1}: it recomputes the same result",
+                    state,
                 )
         state.inputs = [(weakref.ref(t), t._version) for t, _ in live]
+
+    # -- graphed gradients (GL509) -------------------------------------------------------
+    def _watch_grads(self, callables: Any, graph_ids: list[int]) -> None:
+        """The graphs make_graphed_callables just captured, and the parameters whose `.grad` may
+        come to alias their static gradient buffers."""
+        params = [(name, weakref.ref(p)) for name, p in _named_parameters(callables)]
+        for graph_id in graph_ids:
+            state = self._graphs[graph_id]
+            state.params = params
+            state.label = f"graph made by make_graphed_callables at {state.site[0]}:{state.site[1]}"
+
+    def _check_grad_alias(self, graph_id: int, state: _GraphState) -> None:
+        params = [(name, ref()) for name, ref in state.params]
+        params = [(name, p) for name, p in params if p is not None]
+        records = [GradRecord(name, _storage_address(p.grad)) for name, p in params]
+        names = self._grad_alias.judge(graph_id, records, state.output_ranges)
+        if not names:
+            return
+        for name, p in params:  # their stale reads are this hazard: not reported again as GL503
+            if name in names and p.grad is not None:
+                self._handles.pop(id(p.grad), None)
+        self._report(GRAPHED_GRAD_ALIAS, grad_alias_message(names, state.label, state.replays), state)
 
     # -- handles -------------------------------------------------------------------------
     def _note_new(self, tensor: Any) -> None:
@@ -271,20 +430,40 @@ class ReplayGuard:
         state = self._graphs.get(graph_id)
         if state is None or state.replays <= generation:
             return
-        path, line = user_site()
         self._handles.pop(id(tensor), None)  # one report per handle
         self._report(
             STALE_OUTPUT_READ,
             f"an output of replay {generation} of the {state.label} is read after replay {state.replays} overwrote it",
-            path,
-            line,
+            state,
         )
 
-    def _report(self, rule: Any, message: str, path: str, line: int) -> None:
-        finding = rule_finding(rule, message, (path, line))
+    def _report(self, rule: Any, message: str, state: _GraphState | None = None) -> None:
+        """A finding at the user's line (on the engine thread: the backward() call; with no user
+        frame at all: the line that captured the graph)."""
+        where = user_site()
+        if where == _UNKNOWN and state is not None:
+            where = state.site
+        finding = rule_finding(rule, message, where)
         self.findings.append(finding)
         if self.mode == "raise" and rule.code == "GL503":
             raise StaleOutputRead(message)
+
+
+def _named_parameters(callables: Any) -> list[tuple[str, Any]]:
+    """(attribute name, parameter) of each module among the callables, prefixed with the
+    module's class when several callables are graphed together."""
+    modules = [
+        c for c in (callables if isinstance(callables, tuple) else (callables,)) if hasattr(c, "named_parameters")
+    ]
+    found = []
+    for index, module in enumerate(modules):
+        prefix = f"{type(module).__name__}[{index}]." if len(modules) > 1 else ""
+        found.extend((prefix + name, p) for name, p in module.named_parameters())
+    return found
+
+
+def _storage_address(tensor: Any) -> int | None:
+    return None if tensor is None else tensor.untyped_storage().data_ptr()
 
 
 def _dispatch_mode_base():

@@ -11,6 +11,7 @@ from graphlint.runtime_sanitizer.rules import (
     ALIGNMENT_HAZARD,
     BAKED_HOST_VALUE,
     GRAPH_POOL_MEMORY,
+    SANITIZER_INACTIVE,
     UNORDERED_ACCESS,
     UNSTABLE_CAPTURE,
 )
@@ -108,9 +109,17 @@ def analyze_pair(
             )
         )
     ordered = ordering if ordering is not None else first
-    ordered_nodes = {node.index: node for node in ordered.nodes}
-    for race in analysis.unordered_accesses(ordered):
-        a, b = ordered_nodes[race.first], ordered_nodes[race.second]
+    findings.extend(ordering_findings(ordered, label, where))
+    graph = ordered if len(ordered.nodes) == len(first.nodes) else first  # drawn by write_pictures
+    return SanitizerReport(findings, words, where=where, label=label, graph=graph)
+
+
+def ordering_findings(snapshot: GraphSnapshot, label: str, where: tuple[str, int]) -> list[Finding]:
+    """GL504 for each pair of nodes with conflicting recorded accesses and no dependency path."""
+    nodes = {node.index: node for node in snapshot.nodes}
+    findings = []
+    for race in analysis.unordered_accesses(snapshot):
+        a, b = nodes[race.first], nodes[race.second]
         findings.append(
             rule_finding(
                 UNORDERED_ACCESS,
@@ -119,8 +128,7 @@ def analyze_pair(
                 where,
             )
         )
-    graph = ordered if len(ordered.nodes) == len(first.nodes) else first
-    return SanitizerReport(findings, words, where=where, label=label, graph=graph)
+    return findings
 
 
 def memory_finding(pool_bytes: int, output_bytes: int, where: tuple[str, int], label: str) -> Finding:
@@ -128,7 +136,24 @@ def memory_finding(pool_bytes: int, output_bytes: int, where: tuple[str, int], l
     mib = 1 << 20
     return rule_finding(
         GRAPH_POOL_MEMORY,
+        SANITIZER_INACTIVE,
         f"`{label}` holds {pool_bytes / mib:.1f} MiB in its private pool; a parameterized launch that allocates "
         f"outputs from the default pool per call would give back {output_bytes / mib:.1f} MiB of it",
         where,
     )
+
+
+def state_findings(reason: str, untested: str, where: tuple[str, int]) -> list[Finding]:
+    """GL500 for a sanitizer that did not run (``reason``) or ran on untested versions
+    (``untested``): a report must never read as a clean run when nothing, or something
+    unverified, checked the program."""
+    if reason:
+        return [rule_finding(SANITIZER_INACTIVE, f"the sanitizer was inactive ({reason}): nothing was checked", where)]
+    if untested:
+        return [rule_finding(SANITIZER_INACTIVE, f"the sanitizer ran on untested versions: {untested}", where)]
+    return []
+
+
+def refused_finding(graph: str, reason: str, where: tuple[str, int]) -> Finding:
+    """GL500 for one graph the sanitizer saw but refused to analyse, and why."""
+    return rule_finding(SANITIZER_INACTIVE, f"the {graph} was not analysed: {reason}", where)

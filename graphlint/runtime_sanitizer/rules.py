@@ -202,3 +202,69 @@ FIXED_ADDRESS_REPOINTED = declare(
         """,
     )
 )
+
+SANITIZER_INACTIVE = declare(
+    Rule(
+        code="GL500",
+        name="sanitizer-inactive",
+        severity="info",
+        summary=(
+            "Not a hazard, and never a clean run: the runtime sanitizer did not run (no CUDA device, torch, "
+            "CUDA or cuda-bindings versions outside the tested matrix, a program that ended without handing "
+            "its report back), ran on untested versions because GRAPHLINT_SANITIZE_UNTESTED=1 was set, or "
+            "refused to analyse a graph; the message says which and why."
+        ),
+        why=(
+            "An empty report from a sanitizer that did not look is not evidence that the program is "
+            "safe. CI must be able to tell `no findings` from `nothing was checked`."
+        ),
+        example="""
+            # CI on a CPU runner: every test passes, the report is empty
+            pytest --graphlint-sanitize=error --graphlint-report findings.json
+        """,
+        use_instead="""
+            # run the sanitized job on a GPU runner with the tested versions, or say that an
+            # inactive sanitizer is acceptable here
+            pytest --graphlint-sanitize=error --graphlint-sanitize-allow-inactive
+        """,
+    )
+)
+
+GRAPHED_GRAD_ALIAS = declare(
+    Rule(
+        code="GL509",
+        name="graphed-grad-aliases-static-buffer",
+        severity="error",
+        summary=(
+            "Parameters' `.grad` are aliases of a `make_graphed_callables` backward graph's static gradient "
+            "buffer while gradients accumulate over several backward passes: the next backward replay "
+            "overwrites the accumulated sum (pytorch#181723)."
+        ),
+        why=(
+            "When a parameter has no `.grad`, autograd adopts the graphed backward's output tensor as its "
+            "`.grad` instead of copying it. The next replay writes the new gradient into that same memory "
+            "and the accumulation adds it onto itself: after four accumulated steps the gradient is twice "
+            "the last one, not the sum, silently. Zeroing `.grad` in place keeps the alias (the result is "
+            "then twice the gradient); only clearing it to None breaks it. The sanitizer reports it at the "
+            "backward() call, once per graph and parameter set; it sees only graphs made by "
+            "make_graphed_callables while the sanitizer is installed."
+        ),
+        example="""
+            model = torch.cuda.make_graphed_callables(model, (x,))
+            for i, (x, y) in enumerate(batches):
+                loss_fn(model(x), y).backward()  # accumulates into the static buffer
+                if (i + 1) % 4 == 0:
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=False)
+        """,
+        use_instead="""
+            model = torch.cuda.make_graphed_callables(model, (x,))
+            for x, y in batches:
+                optimizer.zero_grad(set_to_none=True)  # no alias survives into the next backward
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+            # to accumulate, keep the sums yourself and clear .grad after each backward:
+            #     sums[p] += p.grad; p.grad = None
+        """,
+    )
+)

@@ -1,0 +1,264 @@
+"""The runtime sanitizer's pure decisions, on plain values (no GPU): whether it may run on the
+installed versions, which findings a user sees, and the graphed-gradient aliasing judgement."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from graphlint.runtime_sanitizer import availability
+
+TESTED = {"torch": "2.11.0+cu130", "CUDA": "13.0", "cuda-bindings": "13.3.1"}
+
+
+def test_the_tested_matrix_runs_without_a_note() -> None:
+    assert availability.decide(TESTED, has_device=True, override=False) == availability.Availability()
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("torch", "2.13.0+cu130"),
+        ("torch", "2.1.0"),
+        ("CUDA", "12.8"),
+        ("cuda-bindings", "12.9.0"),
+        ("cuda-bindings", None),
+    ],
+)
+def test_an_untested_version_refuses_and_names_it(name: str, version: str | None) -> None:
+    state = availability.decide({**TESTED, name: version}, has_device=True, override=False)
+    assert not state.active
+    assert f"{name} {version or 'not installed'}" in state.reason
+    assert "torch 2.11 + CUDA 13.0" in state.reason and availability.UNTESTED_ENV in state.reason
+
+
+def test_the_override_runs_on_untested_versions_and_says_so() -> None:
+    state = availability.decide({**TESTED, "torch": "2.13.0"}, has_device=True, override=True)
+    assert state.active and "torch 2.13.0" in state.untested
+
+
+def test_no_device_and_no_torch_come_before_versions() -> None:
+    assert availability.decide({**TESTED, "torch": "2.13.0"}, False, False).reason == "no CUDA device"
+    assert availability.decide({"torch": None}, True, False).reason == "torch is not installed"
+
+
+def test_a_version_matches_its_prefix_only_at_a_boundary() -> None:
+    assert availability.untested_versions({**TESTED, "torch": "2.110.0"}) == ["torch 2.110.0"]
+
+
+def test_pyproject_runtime_extra_keeps_to_the_tested_matrix() -> None:
+    from pathlib import Path
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    runtime = project["project"]["optional-dependencies"]["runtime"]
+    assert "torch>=2.11,<2.12" in runtime and "cuda-bindings>=13,<14" in runtime
+
+
+# -- GL509: graphed gradients aliasing the static buffer ---------------------------------------
+
+BUFFER = [(0x7000_0000, 4096), (0x7100_0000, 1024)]  # the backward graph's static outputs
+
+
+def _records(**grads: int | None) -> list:
+    from graphlint.runtime_sanitizer.grad_alias import GradRecord
+
+    return [GradRecord(name.replace("_", "."), address) for name, address in grads.items()]
+
+
+def test_grads_inside_the_static_buffer_are_aliased_and_cleared_or_copied_ones_are_not() -> None:
+    from graphlint.runtime_sanitizer.grad_alias import aliased_grads
+
+    records = _records(fc1_weight=0x7000_0000, fc1_bias=0x7000_0400, fc2_weight=None, fc2_bias=0x9000_0000)
+    assert aliased_grads(records, BUFFER) == ("fc1.weight", "fc1.bias")
+    assert aliased_grads(_records(fc1_weight=0x7000_0000 + 4096), BUFFER) == ()  # one past the end
+
+
+def test_one_finding_per_graph_and_parameter_set() -> None:
+    from graphlint.runtime_sanitizer.grad_alias import GradAliasTracker
+
+    tracker = GradAliasTracker()
+    records = _records(fc1_weight=0x7000_0000, fc2_weight=0x7100_0000)
+    assert tracker.judge(1, records, BUFFER) == ("fc1.weight", "fc2.weight")
+    assert tracker.judge(1, records, BUFFER) == ()  # the next accumulation step: already reported
+    assert tracker.judge(2, records, BUFFER) == ("fc1.weight", "fc2.weight")  # another graph
+    assert tracker.judge(1, _records(fc1_weight=None, fc2_weight=None), BUFFER) == ()
+
+
+def test_the_message_names_parameters_graph_replay_and_fix() -> None:
+    from graphlint.runtime_sanitizer.grad_alias import grad_alias_message
+
+    text = grad_alias_message(("fc1.weight", "fc1.bias"), "graph made by make_graphed_callables at t.py:9", 2)
+    for part in ("`fc1.weight`, `fc1.bias`", "t.py:9", "replay 2", "set_to_none=True", "pytorch#181723"):
+        assert part in text
+
+
+def test_zeroing_an_aliased_grad_in_place_still_corrupts_it() -> None:
+    """Why GL509 judges the alias, not whether the values were zeroed: a CPU model of the
+    graphed backward (it writes a persistent buffer and returns it detached) shows autograd
+    adopting the buffer as `.grad` and then adding the buffer onto itself."""
+    torch = pytest.importorskip("torch", reason="needs torch")
+    buffer = torch.zeros(3)
+
+    class StaticGradient(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, w):
+            return w * 1.0
+
+        @staticmethod
+        def backward(ctx, grad):
+            buffer.copy_(grad)  # the replay writes the static gradient buffer
+            return buffer.detach()
+
+    def run(clear) -> list[float]:
+        w = torch.zeros(3, requires_grad=True)
+        for step in range(4):
+            if step:
+                clear(w)
+            StaticGradient.apply(w).sum().backward()
+        return w.grad.tolist()
+
+    assert run(lambda w: w.grad.zero_()) == [2.0] * 3  # not 1: the alias doubles the newest gradient
+    assert run(lambda w: None) == [2.0] * 3  # not 4: the accumulated sum is lost
+    assert run(lambda w: setattr(w, "grad", None)) == [1.0] * 3  # cleared to None: correct
+
+
+# -- what users see: locations, merged duplicates, suppressions --------------------------------
+
+
+def _finding(path: str, line: int, code: str = "GL503", message: str = "an output of replay 1 is read"):
+    from graphlint.runtime_sanitizer.report import rule_finding
+    from graphlint.runtime_sanitizer.rules import STALE_OUTPUT_READ
+
+    finding = rule_finding(STALE_OUTPUT_READ, message, (path, line))
+    return finding if code == "GL503" else finding.__class__(**{**finding.to_dict(), "code": code, "fix": None})
+
+
+def test_identical_findings_are_merged_with_a_count() -> None:
+    from graphlint.runtime_sanitizer.postprocess import finish
+
+    found = finish([_finding("a.py", 3)] * 4 + [_finding("a.py", 4)])
+    assert [(f.line, f.message) for f in found] == [
+        (3, "an output of replay 1 is read (4 times)"),
+        (4, "an output of replay 1 is read"),
+    ]
+
+
+def test_runtime_findings_are_suppressed_on_the_reported_line(tmp_path) -> None:
+    from graphlint.runtime_sanitizer.postprocess import finish
+
+    program = tmp_path / "prog.py"
+    program.write_text(
+        "a = 1  # noqa: GL503\nb = 2  # graphlint: ignore[GL503]\nc = 3  # noqa: GL506\nd = 4\n", encoding="utf-8"
+    )
+    found = finish([_finding(str(program), line) for line in (1, 2, 3, 4)], ignored=())
+    assert [f.line for f in found] == [3, 4]
+    assert finish([_finding(str(program), 4)], ignored=["GL503"]) == []
+    skipped = tmp_path / "skipped.py"
+    skipped.write_text("# graphlint: skip-file\nx = 1\n", encoding="utf-8")
+    assert finish([_finding(str(skipped), 2)]) == []
+    assert [f.path for f in finish([_finding("<string>", 1)])] == ["<string>"]  # no file: kept
+
+
+def test_the_user_line_is_the_innermost_frame_outside_torch_and_graphlint() -> None:
+    from graphlint.runtime_sanitizer.replay_guard import innermost_user_frame
+
+    path, line = innermost_user_frame()
+    assert (
+        path == __file__
+        and line == test_the_user_line_is_the_innermost_frame_outside_torch_and_graphlint.__code__.co_firstlineno + 3
+    )
+
+
+def test_on_a_thread_without_user_frames_the_backward_call_is_the_user_line() -> None:
+    """Autograd runs CUDA backward on its own thread, where no user frame exists: the finding
+    goes to the line that called backward(), recorded while the guard is installed."""
+
+    torch = pytest.importorskip("torch", reason="needs torch")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from graphlint.runtime_sanitizer.replay_guard import ReplayGuard, user_site
+
+    seen = []
+
+    class EngineThread(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            with ThreadPoolExecutor(1) as pool:  # a thread whose only frames are the library's
+                seen.append(pool.submit(user_site).result())
+            return grad * 2
+
+    x = torch.ones(2, requires_grad=True)
+    original = torch.Tensor.backward
+    with ReplayGuard():
+        EngineThread.apply(x).sum().backward()
+        backward_line = sys._getframe().f_lineno - 1
+    assert seen == [(__file__, backward_line)]
+    assert torch.Tensor.backward is original  # uninstall restores torch
+
+
+# -- plain captures: ordering and refusals -----------------------------------------------------
+
+
+def _race_ordering():
+    from pathlib import Path
+
+    from graphlint.runtime_sanitizer.snapshot import load_captures
+
+    captures, _ = load_captures(Path(__file__).resolve().parent.parent / "fixtures" / "snapshots" / "race.json")
+    return captures["ordering"]
+
+
+def test_a_plain_capture_with_an_unjoined_side_stream_is_gl504_at_the_capture_line() -> None:
+    from graphlint.runtime_sanitizer.report import ordering_findings
+
+    found = ordering_findings(_race_ordering(), "graph captured at prog.py:7", ("prog.py", 7))
+    assert [(f.code, f.path, f.line) for f in found] == [("GL504", "prog.py", 7)]
+    assert "graph captured at prog.py:7" in found[0].message
+
+
+def test_nodes_no_operator_launched_make_the_ordering_unknown() -> None:
+    import copy
+
+    from graphlint.runtime_sanitizer.analysis import unattributed_nodes
+
+    snapshot = _race_ordering()
+    assert unattributed_nodes(snapshot) == []
+    triton = copy.deepcopy(snapshot)
+    triton.nodes[1].op = ""  # e.g. a Triton kernel: launched outside ATen's dispatcher
+    assert [n.index for n in unattributed_nodes(triton)] == [1]
+
+
+def test_without_cuda_bindings_a_plain_capture_is_refused_with_the_reason(monkeypatch) -> None:
+    from graphlint.runtime_sanitizer import introspection
+    from graphlint.runtime_sanitizer.plain_capture import CaptureOrdering, Refused
+
+    def missing():
+        raise introspection.IntrospectionError("cuda-bindings is not installed")
+
+    monkeypatch.setattr(introspection, "_driver", missing)
+    ordering = CaptureOrdering()
+    ordering.start()
+    with pytest.raises(Refused, match="cuda-bindings is not installed"):
+        ordering.finish(0)
+
+
+def test_graph_counts_name_every_refusal() -> None:
+    from graphlint.runtime_sanitizer.graph_counts import GraphCounts
+
+    counts = GraphCounts(seen=3, analysed=2, refused=[("graph captured at p.py:4", "2 of 5 nodes ... unknown")])
+    again = GraphCounts.from_dict(counts.to_dict())
+    assert again == counts
+    assert counts.summary().splitlines() == [
+        "3 graphs seen, 2 analysed, 1 refused",
+        "  refused: graph captured at p.py:4: 2 of 5 nodes ... unknown",
+    ]

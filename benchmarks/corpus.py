@@ -197,11 +197,15 @@ def _parses(path: Path) -> bool:
 # -- labels ----------------------------------------------------------------------------------
 
 
-def label_key(package: str, finding: dict) -> tuple[str, str, int, str]:
-    return (package, finding["path"], int(finding["line"]), finding["code"])
+SECOND_READER = HERE / "second_reader.jsonl"
+LabelKey = tuple[str, str, int, int, str]  # package, path, line, column, code
 
 
-def load_labels(path: Path = LABELS) -> dict[tuple[str, str, int, str], dict]:
+def label_key(package: str, finding: dict) -> LabelKey:
+    return (package, finding["path"], int(finding["line"]), int(finding["column"]), finding["code"])
+
+
+def load_labels(path: Path = LABELS) -> dict[LabelKey, dict]:
     labels = {}
     if not path.is_file():
         return labels
@@ -213,7 +217,7 @@ def load_labels(path: Path = LABELS) -> dict[tuple[str, str, int, str], dict]:
             raise SystemExit(f"{path}:{number}: verdict must be 'true' or 'false', got {label.get('verdict')!r}")
         if not label.get("reason"):
             raise SystemExit(f"{path}:{number}: a label needs a reason")
-        key = (label["package"], label["path"], int(label["line"]), label["code"])
+        key = label_key(label["package"], label)
         if key in labels:
             raise SystemExit(f"{path}:{number}: a second label for {key}")
         labels[key] = label
@@ -225,7 +229,7 @@ class Comparison:
     unlabelled: list[tuple[str, dict]] = field(default_factory=list)
     lost_true: list[dict] = field(default_factory=list)
     gone_false: list[dict] = field(default_factory=list)
-    verdicts: dict[tuple[str, str, int, str], str] = field(default_factory=dict)
+    verdicts: dict[LabelKey, str] = field(default_factory=dict)
 
 
 def compare(outcomes: list[Outcome], labels: dict) -> Comparison:
@@ -250,8 +254,8 @@ def compare(outcomes: list[Outcome], labels: dict) -> Comparison:
     return result
 
 
-def precision_table(verdicts: dict[tuple[str, str, int, str], str], by: int) -> dict[str, tuple[int, int]]:
-    """(true, decided) per package (by=0) or per code (by=3)."""
+def precision_table(verdicts: dict[LabelKey, str], by: int) -> dict[str, tuple[int, int]]:
+    """(true, decided) per package (by=0) or per code (by=4)."""
     table: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for key, verdict in verdicts.items():
         row = table[key[by]]
@@ -261,7 +265,7 @@ def precision_table(verdicts: dict[tuple[str, str, int, str], str], by: int) -> 
 
 
 def default_set_precision(verdicts: dict, preview_codes: set[str]) -> tuple[int, int]:
-    decided = [v for k, v in verdicts.items() if k[3] not in preview_codes]
+    decided = [v for k, v in verdicts.items() if k[4] not in preview_codes]
     return sum(v == "true" for v in decided), len(decided)
 
 
@@ -341,6 +345,70 @@ def run_injections(
     return found
 
 
+# -- bugs fixed between two releases ---------------------------------------------------------
+
+FIXED = HERE / "fixed_between_releases.toml"
+
+
+@dataclass(frozen=True)
+class FixedBug:
+    """A CUDA-graph or stream bug a framework fixed between two releases on the index."""
+
+    id: str
+    package: str
+    before: Package
+    after: Package
+    path: str
+    line: int
+    expect: str
+    found_before: bool  # graphlint found it in the buggy release at the last reviewed run
+
+
+def load_fixed(path: Path = FIXED) -> list[FixedBug]:
+    if not path.is_file():
+        return []
+    bugs = []
+    for item in tomllib.loads(path.read_text()).get("fixed", []):
+        paths = tuple(item["paths"])
+        before = Package(item["package"], item["before"], item["before_file"], item["before_sha256"], paths)
+        after = Package(item["package"], item["after"], item["after_file"], item["after_sha256"], paths)
+        bugs.append(
+            FixedBug(
+                item["id"],
+                item["package"],
+                before,
+                after,
+                item["path"],
+                item["line"],
+                item["expect"],
+                item["found_before"],
+            )
+        )
+    return bugs
+
+
+def _reports_at(package: Package, root: Path, path: str, line: int, code: str, jobs: int) -> bool:
+    result = graphlint(
+        ["check", "--preview", "--no-cache", "--format", "json", "--exit-zero", "--jobs", str(jobs), *package.paths],
+        root,
+    )
+    findings = json.loads(result.stdout or "[]")
+    return any(_relative(f["path"]) == path and f["line"] == line and f["code"] == code for f in findings)
+
+
+def run_fixed(bugs: list[FixedBug], cache: Path, jobs: int) -> dict[str, tuple[bool, bool]]:
+    """Per bug: (reported in the release with the bug, still reported in the release with the fix)."""
+    outcome = {}
+    for bug in bugs:
+        before = unpack(bug.before, fetch(bug.before, cache), cache)
+        after = unpack(bug.after, fetch(bug.after, cache), cache)
+        outcome[bug.id] = (
+            _reports_at(bug.before, before, bug.path, bug.line, bug.expect, jobs),
+            _reports_at(bug.after, after, bug.path, bug.line, bug.expect, jobs),
+        )
+    return outcome
+
+
 # -- reporting -------------------------------------------------------------------------------
 
 
@@ -372,7 +440,7 @@ def print_report(outcomes: list[Outcome], comparison: Comparison, preview: set[s
     print("\n## Rules\n")
     print("| code | set | true | decided | precision |")
     print("|---|---|---:|---:|---:|")
-    for code, (true, decided) in precision_table(comparison.verdicts, 3).items():
+    for code, (true, decided) in precision_table(comparison.verdicts, 4).items():
         where = "preview" if code in preview else "default"
         print(f"| {code} | {where} | {true} | {decided} | {_percent(true, decided)} |")
     true, decided = default_set_precision(comparison.verdicts, preview)
@@ -384,17 +452,40 @@ def print_report(outcomes: list[Outcome], comparison: Comparison, preview: set[s
             print(f"  {'found' if hit else 'MISSED'}  {name}")
 
 
+def agreement(labels: dict[LabelKey, dict], second: dict[LabelKey, dict]) -> tuple[int, int, int]:
+    """How often a second, blind reader agrees with the labels: (same verdict, same cause, read by both)."""
+    both = [key for key in second if key in labels]
+    verdicts = sum(labels[key]["verdict"] == second[key]["verdict"] for key in both)
+    causes = sum(
+        labels[key]["verdict"] == second[key]["verdict"]
+        and labels[key].get("cause", "") == second[key].get("cause", "")
+        for key in both
+    )
+    return verdicts, causes, len(both)
+
+
 def preview_codes() -> set[str]:
     from graphlint.registry import all_rules
 
     return {code for code, rule in all_rules().items() if rule.preview}
 
 
-def failures(outcomes: list[Outcome], comparison: Comparison, preview: set[str], recall: dict[str, bool]) -> list[str]:
+def failures(
+    outcomes: list[Outcome],
+    comparison: Comparison,
+    preview: set[str],
+    recall: dict[str, bool],
+    fixed: dict[str, tuple[bool, bool]] | None = None,
+) -> list[str]:
+    fixed = fixed or {}
     problems = [f"{o.package.key}: {p}" for o in outcomes for p in o.problems]
     for injection in load_injections():
         if injection.found and recall.get(injection.id) is False:
             problems.append(f"an injected hazard is no longer found: {injection.id} ({injection.expect})")
+    for bug in load_fixed():
+        seen = fixed.get(bug.id)
+        if seen is not None and bug.found_before and not seen[0]:
+            problems.append(f"a bug fixed between releases is no longer found: {bug.id} ({bug.expect})")
     for package, finding in comparison.unlabelled:
         problems.append(
             f"unlabelled: {package} {finding['path']}:{finding['line']} {finding['code']} {finding['message'][:120]}"
@@ -416,6 +507,7 @@ def write_stubs(path: Path, comparison: Comparison) -> None:
                 "package": package,
                 "path": finding["path"],
                 "line": finding["line"],
+                "column": finding["column"],
                 "code": finding["code"],
                 "message": finding["message"],
                 "verdict": None,
@@ -433,7 +525,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--warm", action="store_true", help="use graphlint's cache (per package, under --cache)")
     parser.add_argument("--unlabelled", metavar="FILE", help="write a label stub for each unlabelled finding")
-    parser.add_argument("--no-injections", action="store_true", help="skip the injected-hazard recall runs")
+    parser.add_argument(
+        "--no-injections",
+        action="store_true",
+        help="skip the recall runs (injected hazards, bugs fixed between releases)",
+    )
     parser.add_argument("--json", metavar="FILE", help="write findings, reach and precision as JSON")
     args = parser.parse_args(argv)
     cache = Path(args.cache).expanduser()
@@ -449,14 +545,28 @@ def main(argv: list[str] | None = None) -> int:
             f"{package.key}: {outcomes[-1].files} files, {len(outcomes[-1].findings)} findings, {outcomes[-1].seconds:.1f} s",
             flush=True,
         )
-    comparison = compare(outcomes, load_labels())
+    labels = load_labels()
+    comparison = compare(outcomes, labels)
     recall: dict[str, bool] = {}
     if not args.no_injections:
         for package in packages:
             chosen = [i for i in load_injections() if i.package == package.name]
             recall.update(run_injections(package, roots[package.name], chosen, args.jobs, cache / "graphlint"))
+    fixed: dict[str, tuple[bool, bool]] = {}
+    if not args.no_injections:
+        fixed = run_fixed([b for b in load_fixed() if wanted is None or b.package in wanted], cache, args.jobs)
     preview = preview_codes()
     print_report(outcomes, comparison, preview, recall)
+    if fixed:
+        hits = sum(before and not after for before, after in fixed.values())
+        print(f"Bugs fixed between releases, found before and gone after: {hits}/{len(fixed)}.")
+        for name, (before, after) in sorted(fixed.items()):
+            print(
+                f"  {'found' if before else 'MISSED'} in the release with the bug, {'still reported' if after else 'gone'} after the fix: {name}"
+            )
+    same, causes, both = agreement(labels, load_labels(SECOND_READER))
+    if both:
+        print(f"Second reader (blind, {both} findings): same verdict {same}/{both}, same cause {causes}/{both}.")
     if args.unlabelled:
         write_stubs(Path(args.unlabelled), comparison)
     if args.json:
@@ -473,11 +583,12 @@ def main(argv: list[str] | None = None) -> int:
                         for o in outcomes
                     },
                     "recall": recall,
+                    "fixed_between_releases": fixed,
                 },
                 indent=1,
             )
         )
-    problems = failures(outcomes, comparison, preview, recall)
+    problems = failures(outcomes, comparison, preview, recall, fixed)
     for problem in problems:
         print(f"FAIL {problem}")
     print(

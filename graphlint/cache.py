@@ -10,6 +10,7 @@ invalidates exactly what it must, including findings in other files that call in
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import pickle
@@ -28,10 +29,25 @@ _MAX_RESULTS = 16
 _MAX_DELTAS = 8
 
 
+@functools.cache
+def code_fingerprint() -> str:
+    """A hash of graphlint's own source: a summary made by other code is never reused.
+
+    The version alone is not enough: between releases (and in every development checkout,
+    CI's corpus check included) the analysis changes while the version does not.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    package = Path(__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def run_key(parts: list[str]) -> str:
     """One key for a whole run: every file's key, its settings, the options, the version."""
     digest = hashlib.blake2b(digest_size=20)
-    digest.update(f"{__version__}|{_FORMAT}|{sys.version_info[:2]}".encode())
+    digest.update(f"{__version__}|{code_fingerprint()}|{_FORMAT}|{sys.version_info[:2]}".encode())
     for part in parts:
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
@@ -40,7 +56,9 @@ def run_key(parts: list[str]) -> str:
 
 def cache_key(data: bytes, module: str, is_package: bool) -> str:
     digest = hashlib.blake2b(digest_size=20)
-    digest.update(f"{__version__}|{_FORMAT}|{sys.version_info[:2]}|{module}|{is_package}|".encode())
+    digest.update(
+        f"{__version__}|{code_fingerprint()}|{_FORMAT}|{sys.version_info[:2]}|{module}|{is_package}|".encode()
+    )
     digest.update(data)
     return digest.hexdigest()
 

@@ -171,9 +171,13 @@ def _judge_call(project: Project, call: CallRef, function: str) -> Captured | No
     if targets:
         return Captured(text, RESOLVED, targets=targets)
     if kind in ("p", "pm"):
-        return Captured(text, OUTSIDE, f"`{rest.split(':')[0]}` parameter of `{function}`")
+        return Captured(text, OUTSIDE, f"a parameter of `{function}`")
     if kind == "f" and not _defined_here(project, rest):
         return Captured(text, OUTSIDE, f"defined in `{rest.rpartition('.')[0] or rest}`, which is not analysed")
+    if kind == "m":
+        owner, _, attr = rest.partition(":")
+        why = f"no method `{attr}` on `{owner}` or its bases; the callable stored in that attribute is not followed"
+        return Captured(text, UNRESOLVED, why)
     return Captured(text, UNRESOLVED, "no definition found for this target")
 
 
@@ -190,7 +194,7 @@ def _judge_entry(project: Project, entry: EntryRef) -> Captured:
 
 def _judge_opaque(opaque: OpaqueCall) -> Captured:
     if opaque.parameter:
-        return Captured(opaque.text, OUTSIDE, f"`{opaque.text}` parameter of `{opaque.function}`")
+        return Captured(opaque.text, OUTSIDE, f"a parameter of `{opaque.function}`")
     return Captured(opaque.text, UNRESOLVED, "the expression's value is not known to graphlint")
 
 

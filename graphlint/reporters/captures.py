@@ -38,7 +38,7 @@ def _region_text(region: CaptureRegion) -> str:
             more = f" (+{len(captured.targets) - _MAX_TARGETS} more)" if len(captured.targets) > _MAX_TARGETS else ""
             lines.append(f"    runs {captured.text} -> {shown}{more}")
         elif captured.status == OUTSIDE:
-            lines.append(f"    passed in from outside: {captured.detail}")
+            lines.append(f"    passed in from outside: `{captured.text}`, {captured.detail}")
         else:
             lines.append(f"    unresolved: `{captured.text}` ({captured.detail})")
     lines.append(f"    reaches {region.reached} function{'s' if region.reached != 1 else ''}")

@@ -1,0 +1,95 @@
+"""`graphlint captures`: what graphlint thinks runs inside a graph, as a user reads it."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+
+RUNNER = """\
+import torch
+from helpers import step
+from outside_pkg import kernel_launcher
+from outside_pkg import graph_capture as vendor_graph_capture
+
+
+def graph_process(func, *args):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        func(*args)
+    return g
+
+
+class Runner:
+    def __init__(self, fn):
+        self.fn = fn
+        self.graph = torch.cuda.CUDAGraph()
+
+    def capture(self, x):
+        with torch.cuda.graph(self.graph):
+            self.out = self.fn(x)
+            step(x)
+            kernel_launcher(x)
+            torch.matmul(x, x)
+
+
+def make(x):
+    g = torch.cuda.CUDAGraph()
+    with vendor_graph_capture(g):
+        x.add_(1)
+
+
+compiled = torch.compile(step, mode="reduce-overhead")
+"""
+
+HELPERS = """\
+def inner(x):
+    return x * 2
+
+
+def step(x):
+    return inner(x) + 1
+"""
+
+
+def _report(write_tree) -> dict:
+    root = write_tree({"runner.py": RUNNER, "helpers.py": HELPERS})
+    result = run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_each_region_says_what_it_captures_and_how_far_it_was_followed(write_tree) -> None:
+    report = _report(write_tree)
+    regions = {(r["line"], r["kind"]): r for r in report["regions"]}
+    assert set(regions) == {(9, "CUDA graph"), (20, "CUDA graph"), (33, "compiled cudagraph")}
+
+    (param,) = regions[(9, "CUDA graph")]["callables"]
+    assert (param["expression"], param["status"]) == ("func", "outside")
+    assert "parameter of `graph_process`" in param["detail"]
+
+    runner = {c["expression"]: c for c in regions[(20, "CUDA graph")]["callables"]}
+    assert runner["helpers.step"]["status"] == "resolved" and runner["helpers.step"]["targets"] == ["helpers.step"]
+    assert runner["outside_pkg.kernel_launcher"]["status"] == "outside"
+    held = runner["runner.Runner.fn"]
+    assert held["status"] == "unresolved" and "attribute is not followed" in held["detail"]
+    assert not any("matmul" in name for name in runner), "torch operations are not captured callables"
+    assert regions[(20, "CUDA graph")]["functions_reached"] == 2  # step and the inner function it calls
+    assert regions[(33, "compiled cudagraph")]["functions_reached"] == 2
+    assert report["functions_reached"] == 2
+
+
+def test_a_capture_like_context_it_cannot_read_comes_with_the_config_that_declares_it(write_tree) -> None:
+    (unseen,) = _report(write_tree)["unseen_contexts"]
+    assert unseen["line"] == 29
+    assert unseen["snippet"] == '[tool.graphlint]\ncapture-entry-points = ["outside_pkg.graph_capture"]'
+
+
+def test_text_output_names_the_unresolved_expression(write_tree) -> None:
+    root = write_tree({"runner.py": RUNNER, "helpers.py": HELPERS})
+    result = run_cli("captures", "--no-cache", ".", cwd=root)
+    assert result.returncode == 0, result.stderr
+    assert "./runner.py:20: CUDA graph: torch.cuda.graph(self.graph)" in result.stdout
+    assert "unresolved: `runner.Runner.fn`" in result.stdout
+    assert "passed in from outside: `func`, a parameter of `graph_process`" in result.stdout
+    assert "3 capture regions, 2 with a resolved callable, 2 functions reached." in result.stdout

@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     captures_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
     captures_parser.add_argument("--jobs", type=_positive, default=None, metavar="N")
     captures_parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
+    captures_parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
 
     commands.add_parser("server", help="run the language server on stdio (needs graphlint[server])")
     rule_parser = commands.add_parser("rule", help="print a rule's documentation")
@@ -388,7 +389,9 @@ def _captures(args: argparse.Namespace) -> int:
     from graphlint.engine import load_project
     from graphlint.reporters.captures import render_captures
 
-    cache_dir = None if args.no_cache else Path(os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
+    cache_dir = (
+        None if args.no_cache else Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
+    )
     options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=cache_dir)
     _, project = load_project(args.paths, ConfigResolver(args.config), options)
     sys.stdout.write(render_captures(capture_report(project), args.format))
@@ -432,11 +435,13 @@ def _options(args: argparse.Namespace) -> CheckOptions:
         extend_select=_codes(args.extend_select, "--extend-select") or (),
         preview=args.preview,
     )
+    return CheckOptions(selection=selection, jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args))
+
+
+def _cache_dir(args: argparse.Namespace) -> Path | None:
     if args.no_cache:
-        cache_dir = None
-    else:
-        cache_dir = Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
-    return CheckOptions(selection=selection, jobs=args.jobs or default_jobs(), cache_dir=cache_dir)
+        return None
+    return Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
 
 
 def _check(args: argparse.Namespace) -> int:

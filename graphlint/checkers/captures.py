@@ -150,9 +150,17 @@ def _unseen(project: Project, path: str, summary: ModuleSummary) -> list[UnseenC
             continue
         kind, _, dotted = region.target.partition(":")
         if kind == "f" and _CAPTURE_LIKE.search(region.label) and not project.resolve_target(region.target):
-            if dotted.partition(".")[0] not in _LIBRARY_ROOTS:
+            if dotted.partition(".")[0] not in _LIBRARY_ROOTS and not _analysed_under_another_name(project, dotted):
                 found.append(UnseenContext(path, region.line, region.label, dotted))
     return found
+
+
+def _analysed_under_another_name(project: Project, dotted: str) -> bool:
+    """`pkg.sub.mod.fn` where `sub.mod` or `mod` is an analysed module: a file of this project
+    whose module name lacks its namespace-package prefix, not code graphlint cannot read."""
+    parts = dotted.split(".")
+    prefixes = {".".join(parts[:end]) for end in range(1, len(parts))}
+    return any(prefix == name or prefix.endswith(f".{name}") for prefix in prefixes for name in project.modules)
 
 
 def _wrapper_kind(project: Project, target: str) -> str:

@@ -252,7 +252,11 @@ class FunctionWalker(ValueKinds):
         self.is_module = isinstance(node, ast.Module)
         self.summary = FunctionSummary(qualname, display, getattr(node, "lineno", 1))
         if record:
-            state.summary.functions[qualname] = self.summary
+            functions = state.summary.functions
+            if qualname in functions:  # a redefinition (if/else branches): keep both bodies checked
+                earlier = functions.pop(qualname)
+                functions[f"{qualname}@{earlier.line}"] = earlier
+            functions[qualname] = self.summary
             state.walkers.append(self)
         if isinstance(node, _FUNCTION_NODES):
             self._bind_parameters(node)

@@ -185,6 +185,10 @@ class _OpRecorder:
         recorder = self
 
         class Mode(TorchDispatchMode):
+            @classmethod
+            def ignore_compile_internals(cls) -> bool:
+                return True  # never make Dynamo skip a frame: the program must run as it would
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
                 before = _capture_graph_node_count()

@@ -469,7 +469,14 @@ def _storage_address(tensor: Any) -> int | None:
 def _dispatch_mode_base():
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    return TorchDispatchMode
+    class _GuardMode(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:
+            """Stay out of torch.compile: Dynamo skips (runs eagerly) every frame while a mode
+            that does not say this is active, and the sanitizer must not change what runs."""
+            return True
+
+    return _GuardMode
 
 
 class _CaptureMode(_dispatch_mode_base()):

@@ -72,6 +72,27 @@ def test_replays_on_unchanged_inputs_are_gl506_and_updated_ones_are_not() -> Non
     assert clean.findings == [], clean.findings
 
 
+def test_a_graph_that_updates_its_own_inputs_is_not_gl506() -> None:
+    """A captured update step (parameters written in place by the graph itself) computes
+    something new on every replay, though no eager op bumps its inputs' versions."""
+    weight = torch.randn(16, 16, device="cuda")
+    static_x = torch.randn(4, 16, device="cuda")
+
+    def step(x):
+        grad = (x @ weight).t() @ x / 4
+        weight.sub_(0.01 * grad)  # the graph writes one of its own inputs
+        return weight.norm()
+
+    with torch.no_grad(), ReplayGuard() as guard:
+        g, norm = _captured(step, static_x)
+        seen = []
+        for _ in range(4):
+            g.replay()
+            seen.append(norm.item())
+    assert len(set(seen)) == 4, "each replay really computes something new"
+    assert [f.code for f in guard.findings] == [], guard.findings
+
+
 def test_uninstall_restores_torch() -> None:
     original = torch.cuda.CUDAGraph.replay
     with ReplayGuard():

@@ -262,3 +262,11 @@ def test_graph_counts_name_every_refusal() -> None:
         "3 graphs seen, 2 analysed, 1 refused",
         "  refused: graph captured at p.py:4: 2 of 5 nodes ... unknown",
     ]
+
+
+def test_graph_pool_memory_finding_is_informational_and_names_both_sizes() -> None:
+    from graphlint.runtime_sanitizer.report import memory_finding
+
+    finding = memory_finding(3 << 20, 1 << 19, ("train.py", 12), "Block")
+    assert (finding.code, finding.path, finding.line, finding.informational) == ("GL508", "train.py", 12, True)
+    assert "3.0 MiB in its private pool" in finding.message and "give back 0.5 MiB" in finding.message

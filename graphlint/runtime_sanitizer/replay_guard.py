@@ -62,6 +62,8 @@ class _GraphState:
     unchanged_reported: bool = False
     site: tuple[str, int] = ("<unknown>", 1)  # the user line that captured it
     params: list[tuple[str, Any]] = field(default_factory=list)  # make_graphed_callables: (name, weakref)
+    grad_aliased: set[str] = field(default_factory=set)  # parameters reported as GL509
+    updates_inputs: bool = False  # the graph writes its own inputs (a captured optimizer step)
 
 
 _INSTALLED: list[ReplayGuard] = []
@@ -341,7 +343,12 @@ class ReplayGuard:
             return
         made_ranges = _ranges(recorder.made)
         label = f"graph captured at {site[0]}:{site[1]}"
-        self._graphs[id(graph)] = _GraphState(label, _static_inputs(recorder, made_ranges), made_ranges, site=site)
+        inputs = _static_inputs(recorder, made_ranges)
+        state = _GraphState(label, inputs, made_ranges, site=site)
+        # A graph that writes what it reads (parameters updated in place by a captured optimizer
+        # step) computes something new on every replay, whatever the version counters say.
+        state.updates_inputs = any(_storage_address(ref()) in recorder.written for ref, _ in inputs)
+        self._graphs[id(graph)] = state
         if ordering is not None:
             self.graphs.seen += 1
             self._check_ordering(ctx, ordering, label, site)
@@ -371,7 +378,7 @@ class ReplayGuard:
             self._check_grad_alias(id(graph), state)
         live = [(ref(), version) for ref, version in state.inputs]
         live = [(t, v) for t, v in live if t is not None]
-        if state.replays > 2 and live and not state.unchanged_reported:
+        if state.replays > 2 and live and not state.unchanged_reported and not state.updates_inputs:
             if all(t._version == v for t, v in live):
                 state.unchanged_reported = True
                 self._report(
@@ -397,12 +404,12 @@ class ReplayGuard:
         params = [(name, p) for name, p in params if p is not None]
         records = [GradRecord(name, _storage_address(p.grad)) for name, p in params]
         names = self._grad_alias.judge(graph_id, records, state.output_ranges)
-        if not names:
-            return
-        for name, p in params:  # their stale reads are this hazard: not reported again as GL503
-            if name in names and p.grad is not None:
+        if names:
+            state.grad_aliased.update(names)
+            self._report(GRAPHED_GRAD_ALIAS, grad_alias_message(names, state.label, state.replays), state)
+        for name, p in params:  # their stale reads, at this replay and every later one, are GL509: not GL503
+            if name in state.grad_aliased and p.grad is not None:
                 self._handles.pop(id(p.grad), None)
-        self._report(GRAPHED_GRAD_ALIAS, grad_alias_message(names, state.label, state.replays), state)
 
     # -- handles -------------------------------------------------------------------------
     def _note_new(self, tensor: Any) -> None:
@@ -486,10 +493,16 @@ class _CaptureMode(_dispatch_mode_base()):
         super().__init__()
         self.read: list[Any] = []
         self.made: list[Any] = []
+        self.written: set[int] = set()  # storages an operator writes in place (schema alias info)
         self._seen: set[int] = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        passed = [*zip(func._schema.arguments, args, strict=False)]
+        passed += [(a, kwargs[a.name]) for a in func._schema.arguments if a.name in kwargs]
+        for argument, value in passed:
+            if argument.alias_info is not None and argument.alias_info.is_write:
+                self.written.update(t.untyped_storage().data_ptr() for t in tensors_in(value) if t.is_cuda)
         out = func(*args, **kwargs)
         inputs = tensors_in(args) + tensors_in(kwargs)
         input_storages = set()

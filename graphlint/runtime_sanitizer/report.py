@@ -136,7 +136,6 @@ def memory_finding(pool_bytes: int, output_bytes: int, where: tuple[str, int], l
     mib = 1 << 20
     return rule_finding(
         GRAPH_POOL_MEMORY,
-        SANITIZER_INACTIVE,
         f"`{label}` holds {pool_bytes / mib:.1f} MiB in its private pool; a parameterized launch that allocates "
         f"outputs from the default pool per call would give back {output_bytes / mib:.1f} MiB of it",
         where,

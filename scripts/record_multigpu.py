@@ -29,10 +29,12 @@ the NCCL kernel nodes' argument bytes for the addresses of the user buffers; the
 compared with eager on both ranks. Every program is wrapped in try/except; the process
 group is always destroyed.
 
-OUTDIR receives at most five files: ``multigpu.txt`` (rank 0's summary of both ranks),
-``results-rank0.json``, ``results-rank1.json`` (what the ``cuda`` tests assert on) and
-``snapshots-multigpu.tgz`` (``multigpu/*.json``; unpack it with
-``tar -C fixtures/snapshots -xzf OUTDIR/snapshots-multigpu.tgz``).
+OUTDIR receives five files, each rewritten or appended after every program so that a run
+cut short still leaves what it did: ``multigpu.txt`` (rank 0's summary of both ranks, at the
+end), ``results-rank0.json`` and ``results-rank1.json`` (what the ``cuda`` tests assert on),
+``snapshots-rank0.tar`` and ``snapshots-rank1.tar`` (``multigpu/<program>-rank<r>.json``;
+unpack them into the fixtures with ``tar -C fixtures/snapshots -xf OUTDIR/snapshots-rank0.tar``
+and the same for rank 1).
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ import os
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 os.environ.update(MULTICAST_OFF)
 
+import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
-import shutil  # noqa: E402
 import sys  # noqa: E402
 import tarfile  # noqa: E402
 import time  # noqa: E402
@@ -72,7 +74,7 @@ from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher, _is_view
 from graphlint.runtime_sanitizer.report import analyze_pair  # noqa: E402
 from graphlint.runtime_sanitizer.snapshot import save_captures  # noqa: E402
 
-TIMEOUT_S = 90  # a rank stuck in a collective is aborted by the NCCL watchdog after this
+TIMEOUT_S = 60  # a rank stuck in a collective is aborted by the NCCL watchdog after this
 LAUNCHER_CALLS = 3
 RTOL, ATOL = 1e-5, 1e-6  # fp32; `bitwise` is reported separately
 SNAPSHOT_DIR = "multigpu"
@@ -285,6 +287,9 @@ def record(name: str, spec: dict[str, Any], out_dir: Path, rank: int, world: int
     path = out_dir / SNAPSHOT_DIR / f"{name}-rank{rank}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     save_captures(path, captures, meta)
+    with tarfile.open(out_dir / f"snapshots-rank{rank}.tar", "a") as archive:  # one file per rank comes back
+        archive.add(path, arcname=f"{SNAPSHOT_DIR}/{path.name}")
+    path.unlink()
     kinds = [n.type if n.type != "kernel" else n.name[:60] for n in first.snapshot.nodes]
     return {
         "snapshot": str(path.relative_to(out_dir)),
@@ -467,6 +472,8 @@ def main(argv: list[str]) -> int:
             dist.all_gather_object(statuses, sorted(result["errors"]), group=cpu)
             if any(s != statuses[0] for s in statuses):
                 print(f"[rank {rank}] {name}: ranks failed in different phases {statuses}", flush=True)
+            (out_dir / f"results-rank{rank}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+        results["complete"] = True
         (out_dir / f"results-rank{rank}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
         dist.barrier(group=cpu)
         if rank == 0:
@@ -482,7 +489,7 @@ def main(argv: list[str]) -> int:
 
 
 def summarize(out_dir: Path, world: int) -> None:
-    """multigpu.txt from every rank's results, and the snapshots in one archive."""
+    """multigpu.txt from every rank's results."""
     lines = [f"graphlint multi-GPU run, {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}"]
     verdicts = []
     for rank in range(world):
@@ -498,11 +505,8 @@ def summarize(out_dir: Path, world: int) -> None:
             verdicts.append(f"rank {rank} {name}: {verdict(result)}")
     lines[1:1] = ["", "VERDICTS", *verdicts]
     (out_dir / "multigpu.txt").write_text("\n".join(lines) + "\n")
-    snapshots = out_dir / SNAPSHOT_DIR
-    if snapshots.is_dir():
-        with tarfile.open(out_dir / "snapshots-multigpu.tgz", "w:gz") as archive:
-            archive.add(snapshots, arcname=SNAPSHOT_DIR)
-        shutil.rmtree(snapshots)
+    with contextlib.suppress(OSError):
+        (out_dir / SNAPSHOT_DIR).rmdir()  # emptied as each snapshot went into its rank's archive
     print("\n".join(lines[: 2 + len(verdicts) + 1]), flush=True)
 
 

@@ -348,3 +348,19 @@ def test_two_rank_gl504_is_judged_around_the_collectives(name: str, rank: int) -
         assert "aten.mul.out" in races[0].message and "c10d.allreduce_" in races[0].message
     else:
         assert races == []
+
+
+def test_a_communication_kernels_arguments_that_differ_between_captures_are_not_gl505() -> None:
+    """NCCL's arguments hold its own per-capture values (work storage, offsets into buffers it
+    registered); a word that differs only in the moved capture is GL505 on a compute kernel
+    and nothing on a collective, whose buffers are pinned anyway."""
+    first, second, repeat, _ = _load("compiled")
+    node = next(n for n in second.nodes if n.type == "kernel")
+    scalar = next(i for i, p in enumerate(node.params) if 2 <= p.size <= 8)
+    changed = copy.deepcopy(second)
+    param = changed.nodes[node.index].params[scalar]
+    param.data = bytes((b + 1) % 256 for b in param.data)
+    assert [f.code for f in analyze_pair(first, changed, ("f.py", 1), "f", repeat).findings] == ["GL505"]
+    nccl = "_Z39ncclDevKernel_AllGather_RING_LL24ncclDevKernelArgsStorageILm4096EE"
+    renamed = [_renamed(s, node.index, nccl) for s in (first, changed, repeat)]
+    assert analyze_pair(*renamed[:2], ("f.py", 1), "f", renamed[2]).findings == []

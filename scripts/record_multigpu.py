@@ -450,6 +450,9 @@ def main(argv: list[str]) -> int:
     out_dir = Path(argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    stale_files = [f"snapshots-rank{rank}.tar", f"results-rank{rank}.json"] + (["multigpu.txt"] if rank == 0 else [])
+    for stale in stale_files:  # the archives are appended to
+        (out_dir / stale).unlink(missing_ok=True)
     local = int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
     timeout = datetime.timedelta(seconds=TIMEOUT_S)

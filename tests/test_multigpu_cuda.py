@@ -4,7 +4,10 @@ Runs `scripts/record_multigpu.py` under torchrun once (two processes, NVLink mul
 each) and checks what each rank reported: the sanitizer gives no GL501/GL505 for the
 collectives and still judges GL504 around them, and the parameterized launcher re-points the
 compute kernels, keeps the collectives' buffers fixed (GL507) and equals eager on both ranks.
-Skipped, saying why, without two CUDA devices.
+Skipped, saying why, without two CUDA devices. With ``GRAPHLINT_MULTIGPU_OUT=DIR`` the run
+writes its files (results, per-rank snapshot archives, summary) and torchrun's output
+(``torchrun.log``) into DIR instead of a temporary folder, so one run gives both the
+verdict and the snapshots to commit.
 """
 
 from __future__ import annotations
@@ -39,16 +42,25 @@ def run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, list[dict]]:
     pytest.importorskip("cuda.bindings", reason="cuda-bindings is not installed")
     if not torch.distributed.is_available() or not torch.distributed.is_nccl_available():
         pytest.skip("torch was built without NCCL")
-    out = tmp_path_factory.mktemp("multigpu")
+    chosen = os.environ.get("GRAPHLINT_MULTIGPU_OUT")
+    out = Path(chosen) if chosen else tmp_path_factory.mktemp("multigpu")
+    out.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    result = subprocess.run(
-        [*command, str(SCRIPT), str(out)],
-        cwd=ROOT,
-        env={**os.environ, **MULTICAST_OFF},
-        capture_output=True,
-        text=True,
-        timeout=420,
-    )
+    try:
+        result = subprocess.run(
+            [*command, str(SCRIPT), str(out)],
+            cwd=ROOT,
+            env={**os.environ, **MULTICAST_OFF},
+            capture_output=True,
+            text=True,
+            timeout=300,  # the script ends in under four minutes, or a collective is stuck
+        )
+    except subprocess.TimeoutExpired as error:
+        result = subprocess.CompletedProcess(error.cmd, -9, _text(error.stdout), _text(error.stderr) + "\nTIMEOUT")
+    if chosen:
+        (out / "torchrun.log").write_text(
+            f"$ {' '.join(command)} ... (rc {result.returncode})\n{result.stdout}\n{result.stderr}"
+        )
     ranks = []
     for rank in range(2):
         path = out / f"results-rank{rank}.json"
@@ -56,8 +68,13 @@ def run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, list[dict]]:
     return result, ranks
 
 
+def _text(output: bytes | str | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+
+
 def _programs(run, name: str) -> list[dict]:
-    _, ranks = run
+    result, ranks = run
+    assert all(name in results.get("programs", {}) for results in ranks), (result.stdout + result.stderr)[-3000:]
     return [results["programs"][name] for results in ranks]
 
 

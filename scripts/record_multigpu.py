@@ -26,7 +26,8 @@ does (`capture_three` + `capture_attributed` + `analyze_pair`), written as
 capture's provenance adds rank, world size, NCCL version and the environment); a scan of
 the NCCL kernel nodes' argument bytes for the addresses of the user buffers; then
 `sanitize_callable` (findings per rank) and `ParameterizedLauncher` on three fresh inputs
-compared with eager on both ranks. Every program is wrapped in try/except; the process
+compared with eager on both ranks (fp32 ``allclose``, rtol 1e-5 and atol 1e-6; whether the
+results are also bit-identical is reported beside it). Every program is wrapped in try/except; the process
 group is always destroyed.
 
 OUTDIR receives five files, each rewritten or appended after every program so that a run

@@ -237,3 +237,130 @@ def test_a_baked_value_that_looks_like_pool_memory_is_still_gl505() -> None:
         param.data = (value & 0xFFFFFFFF).to_bytes(4, "little") + param.data[4:]
     report = analyze_pair(*changed[:2], ("f.py", 1), "f", changed[2])
     assert [f.code for f in report.findings] == ["GL505"]
+
+
+# -- two ranks with NCCL collectives (issue 20), recorded by scripts/record_multigpu.py ------------
+
+MULTIGPU = SNAPSHOTS / "multigpu"
+RECORDER = SNAPSHOTS.parent.parent / "scripts" / "record_multigpu.py"
+# program -> the inputs/outputs a collective reads or writes directly (pinned, GL507) and the
+# findings the pair of captures must give (GL508 is the live sanitizer's, not the pair's)
+TWO_RANK = {
+    "allreduce": (set(), []),  # y = x * 2; all_reduce(y); y + 1: the collective's buffer is internal
+    "allgather": ({("input", 0), ("output", 0)}, []),  # all_gather_into_tensor(g, x); g, g * 2 + b
+    "ddp_step": ({("output", 1)}, []),  # the averaged gradient bucket is returned
+    "tp_pair": (set(), []),  # the bias is added after the all_reduce
+    "race_allreduce": (set(), ["GL504"]),  # a side stream writes what the all_reduce reads, unjoined
+}
+TWO_RANK_FILES = [(name, rank) for name in TWO_RANK for rank in (0, 1)]
+
+
+def _two_rank(name: str, rank: int):
+    path = MULTIGPU / f"{name}-rank{rank}.json"
+    if not path.exists():
+        pytest.skip(f"two-rank snapshots not recorded yet ({path.relative_to(SNAPSHOTS.parent.parent)})")
+    captures, meta = load_captures(path)
+    report = analyze_pair(
+        captures["first"], captures["second"], (name, 1), name, captures["repeat"], captures.get("ordering")
+    )
+    return report, captures, meta
+
+
+def test_the_recorder_writes_the_files_these_tests_read() -> None:
+    source = RECORDER.read_text()
+    assert 'SNAPSHOT_DIR = "multigpu"' in source and 'f"{name}-rank{rank}.json"' in source
+    for name in TWO_RANK:
+        assert f'"{name}": {{' in source, name
+    for variable in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+        assert variable in source.split("import torch")[0], f"{variable} must be set before torch is imported"
+
+
+@pytest.mark.parametrize(("name", "rank"), TWO_RANK_FILES)
+def test_two_rank_snapshots_carry_their_provenance(name: str, rank: int) -> None:
+    _, captures, meta = _two_rank(name, rank)
+    assert meta["program"] == name and meta["rank"] == rank and meta["world_size"] == 2
+    for snapshot in captures.values():
+        provenance = snapshot.provenance
+        assert provenance["rank"] == rank and provenance["world_size"] == 2 and provenance["backend"] == "nccl"
+        assert provenance["device_count"] >= 2 and provenance["local_device"] == rank
+        assert provenance["nccl"][0].isdigit() and provenance["torch"] and provenance["recorded"]
+        assert provenance["env"] == {
+            "NCCL_NVLS_ENABLE": "0",
+            "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+            "NVSHMEM_DISABLE_NVLS": "1",
+        }
+
+
+@pytest.mark.parametrize(("name", "rank"), TWO_RANK_FILES)
+def test_two_rank_captures_give_no_gl501_or_gl505_from_the_collectives(name: str, rank: int) -> None:
+    report, captures, _ = _two_rank(name, rank)
+    first = captures["first"]
+    assert analysis.fixed_address_nodes(first), "no NCCL kernel node was recognised"
+    assert [f.code for f in report.findings] == TWO_RANK[name][1], [f.message for f in report.findings]
+    # The repeat capture is the same graph, so argument noise was measured, not guessed.
+    assert analysis.compare_structure(first, captures["repeat"]) == []
+
+
+@pytest.mark.parametrize(("name", "rank"), TWO_RANK_FILES)
+def test_two_rank_compute_kernels_have_input_slots_around_the_collectives(name: str, rank: int) -> None:
+    report, captures, meta = _two_rank(name, rank)
+    first, second = captures["first"], captures["second"]
+    communication = analysis.fixed_address_nodes(first)
+    compute = [w for w in report.input_slots if w.node not in communication]
+    assert compute, "no compute kernel's input pointer was found"
+    assert all(first.nodes[w.node].type == "kernel" for w in compute)
+    found = [[w.node, w.param, w.offset, w.region, w.delta, w.width] for w in report.input_slots]
+    assert found == meta["input_slots"], "the analysis no longer finds the slots it found when recording"
+    for word in report.input_slots:  # inside the same input at the same offset in both captures
+        a, b = first.region_of(word.first, ("input",)), second.region_of(word.second, ("input",))
+        assert a is not None and b is not None and a.name == b.name and word.first - a.start == word.second - b.start
+
+
+@pytest.mark.parametrize(("name", "rank"), TWO_RANK_FILES)
+def test_two_rank_collective_buffers_are_pinned_and_only_those(name: str, rank: int) -> None:
+    _, captures, meta = _two_rank(name, rank)
+    first, second = captures["first"], captures["second"]
+    words = analysis.classify(first, second)
+    pins = analysis.pins(words, first, output_count=meta["outputs"])
+    fixed = {key for key, pin in pins.items() if pin.fixed_address}
+    assert fixed == TWO_RANK[name][0], {key: pin.reason for key, pin in pins.items()}
+    for key in fixed:
+        assert "registered at fixed addresses" in pins[key].reason and "nccl" in pins[key].reason.lower()
+    # Everything a communication kernel's arguments point at is either pinned or internal memory.
+    communication = analysis.fixed_address_nodes(first)
+    for word in words:
+        if word.node in communication and word.role in (analysis.INPUT, analysis.OUTPUT):
+            assert (word.role, analysis.tensor_index(word)) in fixed
+
+
+@pytest.mark.parametrize(("name", "rank"), TWO_RANK_FILES)
+def test_two_rank_gl504_is_judged_around_the_collectives(name: str, rank: int) -> None:
+    report, captures, meta = _two_rank(name, rank)
+    assert meta["ordering_checked"] and "ordering" in captures
+    ordering = captures["ordering"]
+    for index in analysis.fixed_address_nodes(captures["first"]):
+        node = ordering.nodes[index]
+        assert node.op.startswith("c10d."), f"NCCL node {index} not attributed to its c10d operator: {node.op!r}"
+        assert node.reads or node.writes
+    races = [f for f in report.findings if f.code == "GL504"]
+    if name == "race_allreduce":
+        assert len(races) == 1
+        assert "aten.mul.out" in races[0].message and "c10d.allreduce_" in races[0].message
+    else:
+        assert races == []
+
+
+def test_a_communication_kernels_arguments_that_differ_between_captures_are_not_gl505() -> None:
+    """NCCL's arguments hold its own per-capture values (work storage, offsets into buffers it
+    registered); a word that differs only in the moved capture is GL505 on a compute kernel
+    and nothing on a collective, whose buffers are pinned anyway."""
+    first, second, repeat, _ = _load("compiled")
+    node = next(n for n in second.nodes if n.type == "kernel")
+    scalar = next(i for i, p in enumerate(node.params) if 2 <= p.size <= 8)
+    changed = copy.deepcopy(second)
+    param = changed.nodes[node.index].params[scalar]
+    param.data = bytes((b + 1) % 256 for b in param.data)
+    assert [f.code for f in analyze_pair(first, changed, ("f.py", 1), "f", repeat).findings] == ["GL505"]
+    nccl = "_Z39ncclDevKernel_AllGather_RING_LL24ncclDevKernelArgsStorageILm4096EE"
+    renamed = [_renamed(s, node.index, nccl) for s in (first, changed, repeat)]
+    assert analyze_pair(*renamed[:2], ("f.py", 1), "f", renamed[2]).findings == []

@@ -27,7 +27,7 @@ CALLED_TWICE = """\
 import torch
 
 def f(x):
-    return x * 2
+    return x.sum().item()
 
 g = torch.cuda.CUDAGraph()
 x = torch.zeros(3, device="cuda")

@@ -257,7 +257,7 @@ def record(name: str, spec: dict[str, Any], out_dir: Path, rank: int, world: int
     for snapshot in captures.values():
         snapshot.provenance.update(extra)
     views = [i for i, t in enumerate(first.outputs) if _is_view(t)]
-    pins = analysis.pins(report.words, first.snapshot, len(first.outputs), views)
+    pins = analysis.pins(report.words, first.snapshot, len(first.outputs), views, ordering=ordering)
     communication = analysis.fixed_address_nodes(first.snapshot)
     comm_roles: dict[str, int] = {}
     for word in report.words:

@@ -321,7 +321,7 @@ def test_two_rank_collective_buffers_are_pinned_and_only_those(name: str, rank: 
     _, captures, meta = _two_rank(name, rank)
     first, second = captures["first"], captures["second"]
     words = analysis.classify(first, second)
-    pins = analysis.pins(words, first, output_count=meta["outputs"])
+    pins = analysis.pins(words, first, output_count=meta["outputs"], ordering=captures.get("ordering"))
     fixed = {key for key, pin in pins.items() if pin.fixed_address}
     assert fixed == TWO_RANK[name][0], {key: pin.reason for key, pin in pins.items()}
     for key in fixed:

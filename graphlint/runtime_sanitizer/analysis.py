@@ -198,8 +198,42 @@ def tensor_index(word: Word) -> int:
     return int(word.region[len(word.role) :])
 
 
+def _communication_buffers(ordering: GraphSnapshot | None) -> dict[tuple[str, int], Pin]:
+    """Inputs and outputs a communication kernel touches, from the operator accesses recorded in
+    an attributed capture. NCCL 2.19+ keeps its buffers in device-side argument storage, not in
+    the kernel's parameters (seen on two H200s with NCCL 2.28.9), so scanning the arguments
+    finds nothing: what the c10d operator read and wrote is the only evidence."""
+    if ordering is None:
+        return {}
+    found: dict[tuple[str, int], Pin] = {}
+    for index, name in fixed_address_nodes(ordering).items():
+        node = ordering.nodes[index]
+        for start, size in [*node.reads, *node.writes]:
+            for region in ordering.regions:
+                if region.role not in (INPUT, OUTPUT) or not _overlaps(region, start, size):
+                    continue
+                key = (region.role, int(region.name[len(region.role) :]))
+                found[key] = Pin(
+                    region.role,
+                    key[1],
+                    f"{region.role} {key[1]} is used by `{node.op or '?'}` through `{name[:60]}` (node {index}), a "
+                    "communication kernel whose buffers are registered at fixed addresses: it is copied through the "
+                    "graph's static buffer, never re-pointed",
+                    True,
+                )
+    return found
+
+
+def _overlaps(region, start: int, size: int) -> bool:
+    return region.start < start + size and start < region.start + region.nbytes
+
+
 def pins(
-    words: list[Word], snapshot: GraphSnapshot, output_count: int, view_outputs: Iterable[int] = ()
+    words: list[Word],
+    snapshot: GraphSnapshot,
+    output_count: int,
+    view_outputs: Iterable[int] = (),
+    ordering: GraphSnapshot | None = None,
 ) -> dict[tuple[str, int], Pin]:
     """Which inputs and outputs must not be re-pointed: those a communication kernel uses (their
     buffers are registered at fixed addresses), those a memcpy/memset node touches (not
@@ -227,6 +261,9 @@ def pins(
                 f"{w.role} {key[1]} is touched by a memcpy/memset node: copied through its static buffer",
                 False,
             )
+    for key, pin in _communication_buffers(ordering).items():
+        if not (key in found and found[key].fixed_address):
+            found[key] = pin
     moved = {tensor_index(w) for w in words if w.role == OUTPUT}
     for index in range(output_count):
         if index not in moved and (OUTPUT, index) not in found:
@@ -334,6 +371,9 @@ def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int | None:
     return None
 
 
+_MEMORY_NODES = ("kernel", "memcpy", "memset")
+
+
 def unordered_accesses(snapshot: GraphSnapshot) -> list[UnorderedAccess]:
     """Pairs of nodes whose recorded accesses conflict (write/read or write/write) with no
     dependency path between them in the graph: a race on every replay."""
@@ -343,7 +383,10 @@ def unordered_accesses(snapshot: GraphSnapshot) -> list[UnorderedAccess]:
     dag.add_nodes_from(node.index for node in snapshot.nodes)
     dag.add_edges_from(snapshot.edges)
     reach = {node: nx.descendants(dag, node) for node in dag.nodes}
-    accessed = [n for n in snapshot.nodes if n.reads or n.writes]
+    # Only nodes that run on the device's memory can race. An operator's accesses are recorded
+    # on every node it created, but its event record/wait nodes (c10d collectives add them
+    # around each NCCL kernel) order work, they touch no memory.
+    accessed = [n for n in snapshot.nodes if (n.reads or n.writes) and n.type in _MEMORY_NODES]
     found = []
     for i, a in enumerate(accessed):
         for b in accessed[i + 1 :]:
@@ -361,4 +404,4 @@ def unattributed_nodes(snapshot: GraphSnapshot) -> list[Node]:
     """Kernel, memcpy and memset nodes no recorded operator launched (Triton, extension and
     library kernels called outside ATen): their memory accesses are unknown, so an ordering
     check that passes over them could miss a race."""
-    return [n for n in snapshot.nodes if n.type in ("kernel", "memcpy", "memset") and not n.op]
+    return [n for n in snapshot.nodes if n.type in _MEMORY_NODES and not n.op]

@@ -223,7 +223,7 @@ class ParameterizedLauncher:
         """Inputs and outputs copied through their static buffers instead of re-pointed
         (`analysis.pins`); GL507 for those a communication kernel uses."""
         views = [index for index, output in enumerate(capture.outputs) if _is_view(output)]
-        found = analysis.pins(words, capture.snapshot, len(capture.outputs), views)
+        found = analysis.pins(words, capture.snapshot, len(capture.outputs), views, ordering=self._ordering)
         # "input 0" / "output 1" -> why it is copied, not re-pointed
         self.pinned: dict[str, str] = {f"{role} {index}": pin.reason for (role, index), pin in found.items()}
         self._pinned_inputs = {index for role, index in found if role == analysis.INPUT}

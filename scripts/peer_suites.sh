@@ -5,12 +5,16 @@
 # here), run three ways: plain, --graphlint-sanitize, and --graphlint-sanitize=error with a JSON
 # report. The same tests must pass all three ways, and every finding must be a real hazard.
 # Logs, JUnit XML and findings go to OUTDIR; the summary to OUTDIR/peer-suites.txt.
-#   Usage: bash scripts/peer_suites.sh OUTDIR
+# torchrl: `TestCompile` in test/compile/test_compile_collectors.py (collectors with a
+# `cudagraph_policy`, which graphs the policy with tensordict's CudaGraphModule), with its own
+# wheels (torchrl 0.14.0 needs tensordict 0.14.2) installed apart in /tmp/site-torchrl.
+#   Usage: bash scripts/peer_suites.sh OUTDIR [tensordict|torchrl]
 # Needs: the carried wheels installed (gpu-check.sh puts them in /tmp/site) and graphlint
 # importable (editable install, or the repository on PYTHONPATH: then the plugin is loaded
 # with -p).
 set -u -o pipefail
-OUTDIR=${1:?usage: peer_suites.sh OUTDIR}
+OUTDIR=${1:?usage: peer_suites.sh OUTDIR [tensordict|torchrl]}
+SUITE=${2:-tensordict}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 cd "$(dirname "$0")/.."
@@ -19,16 +23,23 @@ PY=${PYTHON:-python3}
 MODE_TIMEOUT=${GRAPHLINT_PEER_TIMEOUT:-200}
 export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
-SUMMARY="$OUTDIR/peer-suites.txt"
+SUMMARY="$OUTDIR/peer-suites-$SUITE.txt"
 : >"$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
-PEER="$REPO/.peers/tensordict"
-if [ ! -f "$PEER/test/compile/test_compile.py" ]; then
-  say "tensordict: SKIPPED: $PEER/test/compile/test_compile.py is missing (carry .peers)"
+PEER="$REPO/.peers/$SUITE"
+if [ "$SUITE" = torchrl ]; then
+  node=test/compile/test_compile_collectors.py::TestCompile
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-torchrl "$REPO"/.peers/torchrl-wheels/*.whl
+  export PYTHONPATH=/tmp/site-torchrl:$PYTHONPATH
+else
+  node=test/compile/test_compile.py::TestCudaGraphs
+fi
+if [ ! -f "$PEER/${node%%::*}" ]; then
+  say "$SUITE: SKIPPED: $PEER/${node%%::*} is missing (carry .peers)"
   exit 1
 fi
-say "tensordict tests: $(cat "$PEER/SOURCE.txt" 2>/dev/null)"
+say "$SUITE tests: $(cat "$PEER/SOURCE.txt" 2>/dev/null)"
 say "versions: $("$PY" -c 'import sys, torch, tensordict, pytest
 print(f"python {sys.version.split()[0]}, torch {torch.__version__} (CUDA {torch.version.cuda}, device {torch.cuda.is_available()}), tensordict {tensordict.__version__} at {tensordict.__file__}, pytest {pytest.__version__}")' 2>&1 | tail -1)"
 
@@ -42,34 +53,33 @@ sys.exit(0 if any(ep.value.startswith("graphlint.") for ep in entry_points(group
 fi
 
 cd "$PEER"
-node=test/compile/test_compile.py::TestCudaGraphs
 run_mode() {  # name, extra pytest options...
   local name=$1
   shift
   local start=$SECONDS
   timeout "$MODE_TIMEOUT" "$PY" -m pytest -c pytest.ini --rootdir . -p no:cacheprovider "${plugin[@]}" -v \
-    --junitxml "$OUTDIR/tensordict-$name.xml" "$@" "$node" >"$OUTDIR/tensordict-$name.log" 2>&1
+    --junitxml "$OUTDIR/$SUITE-$name.xml" "$@" "$node" >"$OUTDIR/$SUITE-$name.log" 2>&1
   local status=$?
   local line
-  line=$(grep -E '^=+ .*(passed|failed|error|skipped|no tests ran).* =+$' "$OUTDIR/tensordict-$name.log" | tail -1)
-  [ -n "$line" ] || line="no pytest summary; last line: $(grep -v '^[[:space:]]*$' "$OUTDIR/tensordict-$name.log" | tail -1)"
-  say "tensordict $name: exit $status ($((SECONDS - start)) s): $line"
+  line=$(grep -E '^=+ .*(passed|failed|error|skipped|no tests ran).* =+$' "$OUTDIR/$SUITE-$name.log" | tail -1)
+  [ -n "$line" ] || line="no pytest summary; last line: $(grep -v '^[[:space:]]*$' "$OUTDIR/$SUITE-$name.log" | tail -1)"
+  say "$SUITE $name: exit $status ($((SECONDS - start)) s): $line"
 }
-rm -f "$OUTDIR"/tensordict-*
+rm -f "$OUTDIR/$SUITE"-*
 run_mode plain
 run_mode sanitize --graphlint-sanitize
-run_mode sanitize-error "--graphlint-sanitize=error" --graphlint-report "$OUTDIR/tensordict-findings.json"
+run_mode sanitize-error "--graphlint-sanitize=error" --graphlint-report "$OUTDIR/$SUITE-findings.json"
 
-"$PY" - "$OUTDIR" <<'EOF' 2>&1 | tee -a "$SUMMARY"
+"$PY" - "$OUTDIR" "$SUITE" <<'EOF' 2>&1 | tee -a "$SUMMARY"
 import json, sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-out = Path(sys.argv[1])
+out, suite = Path(sys.argv[1]), sys.argv[2]
 modes = ("plain", "sanitize", "sanitize-error")
 outcomes = {}  # mode -> {test: outcome}
 for mode in modes:
-    path = out / f"tensordict-{mode}.xml"
+    path = out / f"{suite}-{mode}.xml"
     if not path.exists():
         print(f"{mode}: no JUnit XML (the run did not finish)")
         outcomes[mode] = {}
@@ -88,7 +98,7 @@ print("per-test outcomes identical in all three modes" if not differ else "tests
 for n in differ:
     print(f"  {n}: " + ", ".join(f"{m} {outcomes[m].get(n, 'missing')}" for m in modes))
 for mode in ("sanitize", "sanitize-error"):
-    log = (out / f"tensordict-{mode}.log")
+    log = (out / f"{suite}-{mode}.log")
     lines = log.read_text(errors="replace").splitlines() if log.exists() else []
     for i, line in enumerate(lines):
         if "graphlint sanitizer" in line and (line.startswith("=") or line.startswith("graphlint sanitizer:")):
@@ -103,7 +113,7 @@ for mode in ("sanitize", "sanitize-error"):
                 print(f"{mode} sanitizer summary ({len(section)} lines):")
                 for follow in section[:60]:
                     print(f"  {follow}")
-report = out / "tensordict-findings.json"
+report = out / f"{suite}-findings.json"
 if report.exists():
     rows = json.loads(report.read_text())
     print(f"findings (--graphlint-sanitize=error report): {len(rows)}")
@@ -115,6 +125,6 @@ else:
     print("findings: no report written")
 plain = outcomes.get("plain", {})
 ok = bool(plain) and not differ and all(v in ("passed", "skipped") for m in modes for v in outcomes[m].values())
-print(f"VERDICT tensordict TestCudaGraphs: {'PASS (same outcomes in all modes, all passed or skipped)' if ok else 'CHECK (see above)'}")
+print(f"VERDICT {suite}: {'PASS (same outcomes in all modes, all passed or skipped)' if ok else 'CHECK (see above)'}")
 EOF
 grep -q '^VERDICT .*: PASS' "$SUMMARY"

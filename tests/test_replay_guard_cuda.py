@@ -98,3 +98,32 @@ def test_uninstall_restores_torch() -> None:
     with ReplayGuard():
         assert torch.cuda.CUDAGraph.replay is not original
     assert torch.cuda.CUDAGraph.replay is original
+
+
+def _replayed_and_kept(model, keep):
+    """Three replays on new inputs, keeping `keep(static_out)` after each; the guard's findings."""
+    static_x = torch.randn(4, 16, device="cuda")
+    kept = []
+    with torch.no_grad(), ReplayGuard() as guard:
+        g, static_out = _captured(model, static_x)
+        for _ in range(3):
+            static_x.copy_(torch.randn(4, 16, device="cuda"))
+            g.replay()
+            kept.append(keep(static_out))
+        _ = torch.stack(kept).sum()  # read after the loop
+    return guard.findings
+
+
+def test_the_static_output_itself_kept_across_replays_is_gl503_naming_the_container() -> None:
+    model = torch.nn.Linear(16, 16).cuda()
+    findings = _replayed_and_kept(model, lambda out: out)
+    assert [f.code for f in findings] == ["GL503"], findings
+    message = findings[0].message
+    assert "static output of the graph captured at" in message and "test_replay_guard_cuda.py" in message
+    assert "kept 2 times in one list" in message and ".clone()" in message
+    assert findings[0].path.endswith("test_replay_guard_cuda.py")
+
+
+def test_clones_of_the_static_output_kept_across_replays_are_not_gl503() -> None:
+    model = torch.nn.Linear(16, 16).cuda()
+    assert _replayed_and_kept(model, lambda out: out.clone()) == []

@@ -270,3 +270,112 @@ def test_graph_pool_memory_finding_is_informational_and_names_both_sizes() -> No
     finding = memory_finding(3 << 20, 1 << 19, ("train.py", 12), "Block")
     assert (finding.code, finding.path, finding.line, finding.informational) == ("GL508", "train.py", 12, True)
     assert "3.0 MiB in its private pool" in finding.message and "give back 0.5 MiB" in finding.message
+
+
+# -- GL503: a static output kept across replays ------------------------------------------------
+
+
+class _Output:
+    """A stand-in for a static output tensor: the check only compares identities."""
+
+
+def test_kept_count_counts_the_object_itself_and_tuples_holding_it() -> None:
+    from collections import OrderedDict, deque
+
+    from graphlint.runtime_sanitizer.kept_outputs import holders, kept_count
+
+    out, other = _Output(), _Output()
+    assert kept_count([out, out, other], out) == 2
+    assert kept_count(deque([out, (1, out), (2, other)]), out) == 2
+    assert kept_count({0: out, 1: out, out: 3}, out) == 2  # values, not keys
+    assert kept_count(OrderedDict(a=other), out) == 0
+    kept, pair, namespace = [out, out], (out, out), {"__builtins__": {}, "a": out, "b": out}
+    found = holders(out, [kept, pair, namespace, kept, object(), [other]])
+    assert found == [(kept, 2)]  # tuples cannot grow, module globals are names, each container once
+    assert holders(out, [kept], skip=[id(kept)]) == []
+
+
+def _replay_loop(keep, replays: int = 3):
+    """Replays with the watch before each; `keep(out, i)` runs after replay i. The findings."""
+    import sys
+
+    from graphlint.runtime_sanitizer.kept_outputs import KeptWatch
+
+    out, watch, found = _Output(), KeptWatch(), []
+    for i in range(replays):
+        found += [(type(c).__name__, n, i + 1) for c, n in watch.check(out, sys.getrefcount(out))]
+        keep(out, i)
+    return found
+
+
+def test_the_same_output_kept_across_replays_is_found_once_at_the_third_replay() -> None:
+    from collections import deque
+
+    kept, history, ring, steps = [], {}, deque(maxlen=2), []
+    assert _replay_loop(lambda out, i: kept.append(out)) == [("list", 2, 3)]
+    assert _replay_loop(lambda out, i: history.__setitem__(i, out), replays=6) == [("dict", 2, 3)]
+    assert _replay_loop(lambda out, i: ring.append(out)) == [("deque", 2, 3)]
+    assert _replay_loop(lambda out, i: steps.append((i, out))) == [("list", 2, 3)]
+
+
+def test_copies_single_references_and_structures_built_once_are_not_found() -> None:
+    import copy
+
+    copies, latest, pairs, names = [], {}, [], type("Holder", (), {})()
+    assert _replay_loop(lambda out, i: copies.append(copy.copy(out)), replays=5) == []
+    assert _replay_loop(lambda out, i: latest.__setitem__("out", out), replays=5) == []  # always the newest
+    # a pair made once (two references in one tuple, never growing)
+    assert _replay_loop(lambda out, i: pairs.append((out, out)) if i == 0 else None, replays=5) == []
+    assert _replay_loop(lambda out, i: setattr(names, f"out{i}", out), replays=5) == []  # attributes
+
+
+def test_the_heap_is_scanned_only_when_references_were_added() -> None:
+    from graphlint.runtime_sanitizer.kept_outputs import MAX_SCANS, KeptWatch
+
+    watch = KeptWatch()
+    assert not watch.wants_scan(3)  # the first replay sets the mark
+    assert not watch.wants_scan(3) and not watch.wants_scan(2)
+    assert watch.wants_scan(4) and not watch.wants_scan(4)
+    for refcount in range(5, 5 + 2 * MAX_SCANS):
+        watch.wants_scan(refcount)
+    assert watch.scans == MAX_SCANS  # a bounded number of scans without a finding
+    reported = KeptWatch(high_water=1)
+    kept = [1]
+    reported.judge([(kept, 1)])
+    assert reported.judge([(kept, 2)]) == [(kept, 2)] and reported.done
+    assert not reported.wants_scan(10)  # never scanned again once reported
+
+
+def test_attribute_dicts_are_told_from_collections() -> None:
+    from graphlint.runtime_sanitizer.kept_outputs import is_attribute_dict
+
+    holder = type("Holder", (), {})()
+    holder.a = 1
+    assert is_attribute_dict(vars(holder)) and is_attribute_dict(vars(sys))
+    assert not is_attribute_dict({"a": 1}) and not is_attribute_dict([1])
+
+
+def test_the_guard_reports_a_kept_static_output_as_gl503_with_the_container() -> None:
+    """The guard's per-replay check on a CPU tensor standing in for a captured static output."""
+    torch = pytest.importorskip("torch", reason="needs torch")
+    import weakref
+
+    from graphlint.runtime_sanitizer.kept_outputs import KeptWatch
+    from graphlint.runtime_sanitizer.replay_guard import ReplayGuard, _GraphState
+
+    def loop(keep):
+        guard = ReplayGuard()
+        static_out = torch.zeros(4, 16)
+        state = _GraphState("graph captured at prog.py:7", outputs=[(weakref.ref(static_out), KeptWatch())])
+        kept = []
+        for _ in range(4):
+            state.replays += 1
+            guard._check_kept(state)
+            kept.append(keep(static_out))
+        return guard.findings
+
+    (finding,) = loop(lambda out: out)
+    assert (finding.code, finding.path) == ("GL503", __file__)
+    assert "graph captured at prog.py:7" in finding.message and "float32 tensor of shape (4, 16)" in finding.message
+    assert "kept 2 times in one list" in finding.message and ".clone()" in finding.message
+    assert loop(lambda out: out.clone()) == []

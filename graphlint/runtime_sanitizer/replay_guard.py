@@ -9,7 +9,10 @@ a dispatch mode gives each new tensor that aliases a graph's output memory (a vi
 
 - GL503: such a handle of replay k read after replay k+1 overwrote it (the graph, the
   output, both replays and the reading site are named). The static output tensor itself
-  always holds the newest replay and is not a stale handle.
+  always holds the newest replay and is not a stale handle; but keeping that very object
+  across replays (`kept.append(static_out)`) is seen (`kept_outputs`): before each replay, a
+  static output whose reference count reached a new high is looked for in lists, dicts and
+  deques, and one whose count of it grew to two or more since an earlier replay is GL503.
 - GL506: a replay whose static inputs were not written (tensor version counters) since the
   previous replay, when the graph has been replayed more than once.
 - GL504 for plain captures (`plain_capture`): the graph's edges against each operator's
@@ -44,6 +47,7 @@ from graphlint.findings import Finding
 from graphlint.runtime_sanitizer.capture import tensors_in
 from graphlint.runtime_sanitizer.grad_alias import GradAliasTracker, GradRecord, grad_alias_message
 from graphlint.runtime_sanitizer.graph_counts import GraphCounts
+from graphlint.runtime_sanitizer.kept_outputs import KeptWatch, kept_output_message
 from graphlint.runtime_sanitizer.plain_capture import CaptureOrdering, Refused
 from graphlint.runtime_sanitizer.report import ordering_findings, refused_finding, rule_finding
 from graphlint.runtime_sanitizer.rules import GRAPHED_GRAD_ALIAS, REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
@@ -64,6 +68,8 @@ class _GraphState:
     params: list[tuple[str, Any]] = field(default_factory=list)  # make_graphed_callables: (name, weakref)
     grad_aliased: set[str] = field(default_factory=set)  # parameters reported as GL509
     updates_inputs: bool = False  # the graph writes its own inputs (a captured optimizer step)
+    outputs: list[tuple[Any, KeptWatch]] = field(default_factory=list)  # (weakref, watch) per static output
+    kept_reported: set[int] = field(default_factory=set)  # ids of containers reported as keeping an output
 
 
 _INSTALLED: list[ReplayGuard] = []
@@ -348,6 +354,10 @@ class ReplayGuard:
         # A graph that writes what it reads (parameters updated in place by a captured optimizer
         # step) computes something new on every replay, whatever the version counters say.
         state.updates_inputs = any(_storage_address(ref()) in recorder.written for ref, _ in inputs)
+        # The tensors it made: those the program still holds after the capture are its static
+        # outputs (the others die with the recorder, and their weak references with them).
+        made = {id(t): t for t in recorder.made}
+        state.outputs = [(weakref.ref(t), KeptWatch()) for t in made.values()]
         self._graphs[id(graph)] = state
         if ordering is not None:
             self.graphs.seen += 1
@@ -376,6 +386,8 @@ class ReplayGuard:
         state.replays += 1
         if state.params:
             self._check_grad_alias(id(graph), state)
+        if state.outputs:
+            self._check_kept(state)
         live = [(ref(), version) for ref, version in state.inputs]
         live = [(t, v) for t, v in live if t is not None]
         if state.replays > 2 and live and not state.unchanged_reported and not state.updates_inputs:
@@ -388,6 +400,26 @@ class ReplayGuard:
                     state,
                 )
         state.inputs = [(weakref.ref(t), t._version) for t, _ in live]
+
+    def _check_kept(self, state: _GraphState) -> None:
+        """GL503 for a static output kept across replays: a list, dict or deque whose entries
+        are that very tensor, grown to two or more since an earlier replay. The heap is scanned
+        only for an output whose reference count reached a new high since the previous replay."""
+        state.outputs = [(ref, watch) for ref, watch in state.outputs if ref() is not None]
+        for ref, watch in state.outputs:
+            tensor = ref()
+            if tensor is None:
+                continue
+            for container, count in watch.check(tensor, sys.getrefcount(tensor)):
+                if id(container) in state.kept_reported:
+                    continue
+                state.kept_reported.add(id(container))
+                output = f"a {str(tensor.dtype).removeprefix('torch.')} tensor of shape {tuple(tensor.shape)}"
+                self._report(
+                    STALE_OUTPUT_READ,
+                    kept_output_message(state.label, output, container, count, state.replays),
+                    state,
+                )
 
     # -- graphed gradients (GL509) -------------------------------------------------------
     def _watch_grads(self, callables: Any, graph_ids: list[int]) -> None:

@@ -127,21 +127,40 @@ STALE_OUTPUT_READ = declare(
         name="stale-output-read",
         summary=(
             "An output of replay k (a view, a `detach()`, a graphed callable's return value) read "
-            "after replay k+1 overwrote it."
+            "after replay k+1 overwrote it; or the static output tensor itself kept across replays "
+            "(`kept.append(static_out)`): one list, dict or deque holding that very object, directly "
+            "or in tuples, two or more times."
         ),
         why=(
             "Every replay writes its outputs into the same memory; a handle kept from an earlier "
-            "replay silently shows the newest values."
+            "replay silently shows the newest values, and so does every entry of a list that kept "
+            "the static output itself. What the runtime check sees of the kept case: the same "
+            "static output object (the tensor the capture made, not a view or copy) held in one "
+            "list, dict (values) or deque, directly or in tuples, whose count of it grew from one "
+            "replay to a later one and reached two (so from the third replay on). What it cannot "
+            "see: a single kept reference read later (it always holds the newest values; GL201 "
+            "finds that in the source), copies, attributes and module globals, a tuple on its own or "
+            "another object holding it, and references held only in C++. It scans the heap only when "
+            "the output's reference count reached a new high since the previous replay, at most "
+            "eight times per output."
         ),
         example="""
             first = graphed(a)
             second = graphed(b)
             compare(first, second)  # first now holds b's result
+            for batch in batches:
+                static_in.copy_(batch)
+                g.replay()
+                kept.append(static_out)  # every entry is the last batch's result
         """,
         use_instead="""
             first = graphed(a).clone()
             second = graphed(b)
             compare(first, second)
+            for batch in batches:
+                static_in.copy_(batch)
+                g.replay()
+                kept.append(static_out.clone())
         """,
     )
 )

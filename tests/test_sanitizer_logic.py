@@ -379,3 +379,25 @@ def test_the_guard_reports_a_kept_static_output_as_gl503_with_the_container() ->
     assert "graph captured at prog.py:7" in finding.message and "float32 tensor of shape (4, 16)" in finding.message
     assert "kept 2 times in one list" in finding.message and ".clone()" in finding.message
     assert loop(lambda out: out.clone()) == []
+
+
+def test_gl506_needs_still_version_counters_and_still_contents() -> None:
+    """A buffer refilled behind autograd's version counter (through `.data`, another tensor on
+    the same storage, an extension) is new data: not GL506. Truly unchanged inputs are."""
+    torch = pytest.importorskip("torch")
+    import weakref
+
+    from graphlint.runtime_sanitizer.replay_guard import ReplayGuard, _GraphState
+
+    def replays(write_behind_counter: bool) -> list[str]:
+        graph, x = object(), torch.zeros(4)
+        with ReplayGuard() as guard:
+            guard._graphs[id(graph)] = _GraphState("graph under test", [(weakref.ref(x), x._version)])
+            for step in range(4):
+                if write_behind_counter:
+                    x.data.fill_(float(step))  # new contents, same version counter
+                guard._before_replay(graph)
+        return [f.code for f in guard.findings]
+
+    assert replays(write_behind_counter=False) == ["GL506"]
+    assert replays(write_behind_counter=True) == []

@@ -68,6 +68,7 @@ class _GraphState:
     params: list[tuple[str, Any]] = field(default_factory=list)  # make_graphed_callables: (name, weakref)
     grad_aliased: set[str] = field(default_factory=set)  # parameters reported as GL509
     updates_inputs: bool = False  # the graph writes its own inputs (a captured optimizer step)
+    baseline: list[tuple[Any, Any]] | None = None  # (input, copy) taken when versions first stood still
     outputs: list[tuple[Any, KeptWatch]] = field(default_factory=list)  # (weakref, watch) per static output
     kept_reported: set[int] = field(default_factory=set)  # ids of containers reported as keeping an output
 
@@ -390,16 +391,36 @@ class ReplayGuard:
             self._check_kept(state)
         live = [(ref(), version) for ref, version in state.inputs]
         live = [(t, v) for t, v in live if t is not None]
-        if state.replays > 2 and live and not state.unchanged_reported and not state.updates_inputs:
-            if all(t._version == v for t, v in live):
-                state.unchanged_reported = True
-                self._report(
-                    REPLAY_ON_UNCHANGED_INPUTS,
-                    f"replay {state.replays} of the {state.label} runs on static inputs that were not written since "
-                    f"replay {state.replays - 1}: it recomputes the same result",
-                    state,
-                )
+        if live and not state.unchanged_reported and not state.updates_inputs:
+            self._check_unchanged(state, live)
         state.inputs = [(weakref.ref(t), t._version) for t, _ in live]
+
+    def _check_unchanged(self, state: _GraphState, live: list[tuple[Any, int]]) -> None:
+        """GL506 when the inputs' version counters stood still since the last replay and their
+        contents did too. Version counters miss writes that bypass autograd's bookkeeping (a
+        buffer refilled through another tensor on the same storage, data written by an
+        extension), so the first standstill only takes a copy of the inputs and the next one
+        compares: a finding needs both."""
+        if state.replays < 2 or any(t._version != v for t, v in live):
+            state.baseline = None
+            return
+        self._outer.__exit__(None, None, None)  # the guard's own copies and comparisons are not reads
+        try:
+            if state.baseline is None:
+                state.baseline = _content_baseline([t for t, _ in live])
+                return
+            same = all(_torch_equal(copy, tensor) for tensor, copy in state.baseline)
+        finally:
+            self._outer.__enter__()
+        state.baseline = None
+        state.unchanged_reported = True  # written behind the counters, or reported: judged once either way
+        if same:
+            self._report(
+                REPLAY_ON_UNCHANGED_INPUTS,
+                f"replay {state.replays} of the {state.label} runs on static inputs that were not written since "
+                f"replay {state.replays - 2} (same version counters, same contents): it recomputes the same result",
+                state,
+            )
 
     def _check_kept(self, state: _GraphState) -> None:
         """GL503 for a static output kept across replays: a list, dict or deque whose entries
@@ -499,6 +520,28 @@ def _named_parameters(callables: Any) -> list[tuple[str, Any]]:
         prefix = f"{type(module).__name__}[{index}]." if len(modules) > 1 else ""
         found.extend((prefix + name, p) for name, p in module.named_parameters())
     return found
+
+
+_BASELINE_BYTES = 256 << 20  # copy at most this much to confirm a standstill (smallest inputs first)
+
+
+def _content_baseline(tensors: list[Any]) -> list[tuple[Any, Any]]:
+    """Copies of the inputs, smallest first, up to a byte budget: the data inputs a program
+    refills are small next to the weights, and one changed input is enough to clear GL506."""
+    copies, used = [], 0
+    for tensor in sorted(tensors, key=lambda t: t.numel() * t.element_size()):
+        size = tensor.numel() * tensor.element_size()
+        if copies and used + size > _BASELINE_BYTES:
+            break
+        copies.append((tensor, tensor.detach().clone()))
+        used += size
+    return copies
+
+
+def _torch_equal(a: Any, b: Any) -> bool:
+    import torch
+
+    return a.shape == b.shape and bool(torch.equal(a, b))
 
 
 def _storage_address(tensor: Any) -> int | None:

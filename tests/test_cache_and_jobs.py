@@ -115,3 +115,20 @@ def test_a_one_file_change_writes_a_small_delta_not_the_whole_cache(tmp_path: Pa
     (root / "m4.py").write_text("def f4(x):\n    return x + 2\n")
     _, again = _run(root, cache_dir)
     assert (again.cache_hits, again.cache_misses) == (11, 1)  # main file and the first delta both read
+
+
+def test_summaries_made_by_other_graphlint_code_are_not_reused(write_tree, monkeypatch) -> None:
+    """Between releases the version stays while the analysis changes: the cache is keyed by
+    graphlint's own source, so an edited checker never reads a summary its predecessor made."""
+    import graphlint.cache as cache_module
+    from graphlint.config import ConfigResolver
+    from graphlint.engine import CheckOptions, check
+
+    root = write_tree({"m.py": "import torch\n\nx = torch.zeros(2)\n"})
+    options = CheckOptions(cache_dir=root / ".cache")
+    check([str(root)], ConfigResolver(cwd=root), options)
+    warm = check([str(root)], ConfigResolver(cwd=root), options)
+    assert warm.cache_misses == 0
+    monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "another graphlint")
+    changed = check([str(root)], ConfigResolver(cwd=root), options)
+    assert changed.cache_misses == 1 and changed.cache_hits == 0

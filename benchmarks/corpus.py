@@ -387,11 +387,10 @@ def load_fixed(path: Path = FIXED) -> list[FixedBug]:
     return bugs
 
 
-def _reports_at(package: Package, root: Path, path: str, line: int, code: str, jobs: int) -> bool:
-    result = graphlint(
-        ["check", "--preview", "--no-cache", "--format", "json", "--exit-zero", "--jobs", str(jobs), *package.paths],
-        root,
-    )
+def _reports_at(package: Package, root: Path, path: str, line: int, code: str, jobs: int, cache: Path) -> bool:
+    cache_dir = str(cache / "graphlint" / package.key)  # keyed by graphlint's source: never stale
+    options = ["--preview", "--cache-dir", cache_dir, "--format", "json", "--exit-zero", "--jobs", str(jobs)]
+    result = graphlint(["check", *options, *package.paths], root)
     findings = json.loads(result.stdout or "[]")
     return any(_relative(f["path"]) == path and f["line"] == line and f["code"] == code for f in findings)
 
@@ -403,8 +402,8 @@ def run_fixed(bugs: list[FixedBug], cache: Path, jobs: int) -> dict[str, tuple[b
         before = unpack(bug.before, fetch(bug.before, cache), cache)
         after = unpack(bug.after, fetch(bug.after, cache), cache)
         outcome[bug.id] = (
-            _reports_at(bug.before, before, bug.path, bug.line, bug.expect, jobs),
-            _reports_at(bug.after, after, bug.path, bug.line, bug.expect, jobs),
+            _reports_at(bug.before, before, bug.path, bug.line, bug.expect, jobs, cache),
+            _reports_at(bug.after, after, bug.path, bug.line, bug.expect, jobs, cache),
         )
     return outcome
 

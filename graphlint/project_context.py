@@ -57,6 +57,7 @@ def check_in_project(
         sources={display: data for display, data in result.sources.items() if display in shown},
         cache_hits=result.cache_hits,
         cache_misses=result.cache_misses,
+        tracebacks=result.tracebacks,  # GL002 on a named file keeps its traceback for --verbose
     )
 
 

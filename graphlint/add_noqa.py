@@ -14,14 +14,15 @@ import re
 import tokenize
 from dataclasses import dataclass
 
-from graphlint.core_rules import PARSE_ERROR, UNUSED_SUPPRESSION
+from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.findings import Finding
 from graphlint.fixes import parses
 
 _NOQA_CODES = re.compile(r"#\s*noqa(?:\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 _CODE = re.compile(r"[A-Za-z]+[0-9]+")
-# A suppression of GL000 (the file does not parse) or GL001 (a stale suppression) makes no sense.
-_NOT_SUPPRESSIBLE = {PARSE_ERROR.code, UNUSED_SUPPRESSION.code}
+# A suppression of GL000 (the file does not parse), GL001 (a stale suppression) or GL002
+# (graphlint itself failed; never suppressed) makes no sense.
+_NOT_SUPPRESSIBLE = {PARSE_ERROR.code, UNUSED_SUPPRESSION.code, INTERNAL_ERROR.code}
 
 
 @dataclass

@@ -125,6 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     captures_parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
 
     commands.add_parser("server", help="run the language server on stdio (needs graphlint[server])")
+    callgraph_parser = commands.add_parser(
+        "callgraph", help="print the resolved call graph of PATH as JSON in PyCG's shape ({caller: [callees]})"
+    )
+    callgraph_parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
+    callgraph_parser.add_argument("--format", choices=("json",), default="json")
+    callgraph_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
+    callgraph_parser.add_argument("--jobs", type=_positive, default=None, metavar="N")
+    callgraph_parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
+    callgraph_parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
+
     rule_parser = commands.add_parser("rule", help="print a rule's documentation")
     rule_parser.add_argument("code")
     commands.add_parser("rules", help="list every rule")
@@ -323,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
             return _rules()
         if args.command == "captures":
             return _captures(args)
+        if args.command == "callgraph":
+            return _callgraph(args)
         if args.command == "server":
             return _server()
         parser.print_help(sys.stderr)
@@ -405,6 +417,18 @@ def _server() -> int:
     except ImportError as error:
         raise _UsageError(f"graphlint server needs pygls: pip install 'graphlint[server]' ({error})") from None
     return serve()
+
+
+def _callgraph(args: argparse.Namespace) -> int:
+    import json
+
+    from graphlint.checkers.callgraph import call_graph
+    from graphlint.engine import load_project
+
+    options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args))
+    _, project = load_project(args.paths, ConfigResolver(args.config), options)
+    sys.stdout.write(json.dumps(call_graph(project), indent=2) + "\n")
+    return EXIT_OK
 
 
 def _rule(code: str) -> int:

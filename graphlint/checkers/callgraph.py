@@ -1,0 +1,34 @@
+"""The whole project's call graph in PyCG's JSON shape, for users and for measuring resolution.
+
+`graphlint callgraph PATH` prints `{"caller": ["callee", ...]}` with PyCG's names: a module's
+top level is the module itself (`main`), functions and methods are dotted (`main.A.func`),
+nested functions drop `<locals>` (`main.f.inner`). Every call graphlint resolves is an edge,
+whether or not it is reachable from a capture; calls it cannot resolve are left out, never
+guessed. Builtins and library calls are not analysed, so they are not edges either.
+"""
+
+from __future__ import annotations
+
+from graphlint.checkers.project import Project
+
+_MODULE_SCOPE = ".<module>"
+
+
+def pycg_name(qualname: str) -> str:
+    """graphlint's qualname as PyCG names it (`m.<module>` -> `m`, `f.<locals>.g` -> `f.g`)."""
+    name = qualname.removesuffix(_MODULE_SCOPE)
+    name = name.replace(".<locals>", "")
+    return name.split("@", 1)[0]  # a redefinition keeps the name it is called by
+
+
+def call_graph(project: Project) -> dict[str, list[str]]:
+    """Every analysed function with the functions its calls resolve to (context-insensitive)."""
+    edges: dict[str, set[str]] = {}
+    for qualname, (_, function) in sorted(project.functions.items()):
+        caller = pycg_name(qualname)
+        callees = edges.setdefault(caller, set())
+        for call in function.calls:
+            if call.target.startswith(("p:", "pm:")):
+                continue  # a parameter's value is only known per call site (capture reach binds it)
+            callees.update(pycg_name(callee) for callee in project.resolve_target(call.target))
+    return {caller: sorted(callees) for caller, callees in sorted(edges.items())}

@@ -24,6 +24,26 @@ with torch.cuda.graph(g):
     z = x[[0, 1]]
 """
 
+# The cross-file case of partial runs: helper.py holds the `.item()`, runner.py captures it.
+HELPER = """\
+import torch
+
+
+def f(x):
+    return x.sum().item()
+"""
+
+RUNNER = """\
+import torch
+
+import helper
+
+g = torch.cuda.CUDAGraph()
+x = torch.zeros(4, device="cuda")
+with torch.cuda.graph(g):
+    y = helper.f(x)
+"""
+
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """The installed command line, exactly as a user runs it."""

@@ -9,26 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import HAZARD, run_cli
-
-HELPER = """\
-import torch
-
-
-def f(x):
-    return x.sum().item()
-"""
-
-RUNNER = """\
-import torch
-
-import helper
-
-g = torch.cuda.CUDAGraph()
-x = torch.zeros(4, device="cuda")
-with torch.cuda.graph(g):
-    y = helper.f(x)
-"""
+from conftest import HAZARD, HELPER, RUNNER, run_cli
 
 UNRELATED = """\
 import torch

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import HELPER, RUNNER
+
 ROOT = Path(__file__).resolve().parent.parent
 HAZARD = """\
 import torch
@@ -18,25 +20,6 @@ g = torch.cuda.CUDAGraph()
 x = torch.zeros(4, device="cuda")
 with torch.cuda.graph(g):
     y = x.sum().item()
-"""
-
-
-HELPER = """\
-import torch
-
-
-def f(x):
-    return x.sum().item()
-"""
-RUNNER = """\
-import torch
-
-import helper
-
-g = torch.cuda.CUDAGraph()
-x = torch.zeros(4, device="cuda")
-with torch.cuda.graph(g):
-    y = helper.f(x)
 """
 
 

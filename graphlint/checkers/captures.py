@@ -14,12 +14,10 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from graphlint.checkers.model import COMPILE, CallRef, EntryRef, ModuleSummary, OpaqueCall
+from graphlint.checkers.names import LIBRARY_ROOTS
 from graphlint.checkers.project import Project
 
 RESOLVED, OUTSIDE, UNRESOLVED = "resolved", "outside", "unresolved"
-_LIBRARY_ROOTS = frozenset(
-    {"torch", "numpy", "math", "os", "sys", "time", "random", "logging", "functools", "builtins"}
-)
 _CAPTURE_LIKE = re.compile(r"graph|capture", re.IGNORECASE)
 
 
@@ -150,7 +148,7 @@ def _unseen(project: Project, path: str, summary: ModuleSummary) -> list[UnseenC
             continue
         kind, _, dotted = region.target.partition(":")
         if kind == "f" and _CAPTURE_LIKE.search(region.label) and not project.resolve_target(region.target):
-            if dotted.partition(".")[0] not in _LIBRARY_ROOTS and not _analysed_under_another_name(project, dotted):
+            if dotted.partition(".")[0] not in LIBRARY_ROOTS and not _analysed_under_another_name(project, dotted):
                 found.append(UnseenContext(path, region.line, region.label, dotted))
     return found
 
@@ -172,7 +170,7 @@ def _wrapper_kind(project: Project, target: str) -> str:
 
 def _judge_call(project: Project, call: CallRef, function: str) -> Captured | None:
     kind, _, rest = call.target.partition(":")
-    if kind == "f" and rest.partition(".")[0] in _LIBRARY_ROOTS:
+    if kind == "f" and rest.partition(".")[0] in LIBRARY_ROOTS:
         return None  # an operation, not captured user code
     text = _readable(call.target)
     targets = tuple(project.resolve_target(call.target)) if kind not in ("p", "pm") else ()

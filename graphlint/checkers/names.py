@@ -135,3 +135,7 @@ def evaluation_order(expr: ast.AST) -> list[ast.AST]:
         for child in reversed(list(ast.iter_child_nodes(node))):
             stack.append((child, False))
     return order
+
+
+# Calls into these are operations, not captured user code: never listed as unresolved.
+LIBRARY_ROOTS = frozenset({"torch", "numpy", "math", "os", "sys", "time", "random", "logging", "functools", "builtins"})

@@ -27,7 +27,7 @@ from graphlint.checkers.model import (
     OpaqueCall,
     Region,
 )
-from graphlint.checkers.names import ImportMap, canonical, dotted_parts, source_text
+from graphlint.checkers.names import LIBRARY_ROOTS, ImportMap, canonical, dotted_parts, source_text
 from graphlint.findings import Edit, Fix
 
 _BUILTINS = frozenset(dir(builtins))
@@ -888,7 +888,7 @@ class FunctionWalker(ValueKinds):
     def _opaque(self, callee: ast.expr, call: ast.Call, kind: str) -> None:
         """Remember a callable graphlint cannot name, for `graphlint captures` (not library calls)."""
         name = self.resolve(callee)
-        if name is not None and (name.partition(".")[0] in _LIBRARY_ROOTS or "." not in name):
+        if name is not None and (name.partition(".")[0] in LIBRARY_ROOTS or "." not in name):
             return
         text = ast.unparse(callee)
         parameter = isinstance(callee, ast.Name) and callee.id in self.summary.params
@@ -921,11 +921,6 @@ class FunctionWalker(ValueKinds):
         name = self.resolve(node)
         return f"f:{name}" if name else None
 
-
-# Calls into these are operations, not captured user code: never listed as unresolved.
-_LIBRARY_ROOTS = frozenset(
-    {"torch", "numpy", "math", "os", "sys", "time", "random", "logging", "functools", "builtins"}
-)
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _SCALAR_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "is_async"})

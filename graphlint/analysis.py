@@ -13,8 +13,8 @@ import tokenize
 import traceback
 import warnings
 
-from graphlint.checkers.model import ModuleSummary
-from graphlint.checkers.summarize import FileSummarizer
+from graphlint.checkers.machinery.model import ModuleSummary
+from graphlint.checkers.machinery.summarize import FileSummarizer
 from graphlint.suppressions import parse_suppressions
 
 
@@ -47,8 +47,9 @@ def decode_source(data: bytes) -> tuple[str | None, str | None]:
         return None, f"file is not valid {encoding}{position}"
 
 
-def summarize_source(data: bytes, module: str, is_package: bool) -> ModuleSummary:
-    """Parse and summarise one file's bytes (pure: the cache relies on that)."""
+def summarize_source(data: bytes, module: str, is_package: bool, codes: frozenset[str] | None = None) -> ModuleSummary:
+    """Parse and summarise one file's bytes, running the detectors of ``codes`` (all static
+    rules by default). Pure: the cache relies on that."""
     text, error = decode_source(data)
     if text is None:
         return ModuleSummary(module=module, error=error)
@@ -65,7 +66,7 @@ def summarize_source(data: bytes, module: str, is_package: bool) -> ModuleSummar
     except (ValueError, RecursionError, MemoryError) as error:
         return ModuleSummary(module=module, error=f"cannot parse file: {type(error).__name__}: {error}")
     try:
-        summary = FileSummarizer(tree, module, is_package, text).run()
+        summary = FileSummarizer(tree, module, is_package, text, codes).run()
     except RecursionError:
         return ModuleSummary(module=module, error="file is nested too deeply to analyse")
     except Exception as error:  # a graphlint bug must not cost the user the rest of the run

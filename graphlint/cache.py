@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from graphlint import __version__
-from graphlint.checkers.model import ModuleSummary
+from graphlint.checkers.machinery.model import ModuleSummary
 
 CACHE_DIR_NAME = ".graphlint_cache"
 _FORMAT = 2  # bump whenever a summary type changes shape
@@ -60,10 +60,12 @@ def run_key(parts: list[str]) -> str:
     return digest.hexdigest()
 
 
-def cache_key(data: bytes, module: str, is_package: bool) -> str:
+def cache_key(data: bytes, module: str, is_package: bool, codes: frozenset[str] = frozenset()) -> str:
+    """The key of one file's summary: its bytes and name, and the rules that ran on it."""
     digest = hashlib.blake2b(digest_size=20)
+    rules = ",".join(sorted(codes))
     digest.update(
-        f"{__version__}|{code_fingerprint()}|{_FORMAT}|{sys.version_info[:2]}|{module}|{is_package}|".encode()
+        f"{__version__}|{code_fingerprint()}|{_FORMAT}|{sys.version_info[:2]}|{module}|{is_package}|{rules}|".encode()
     )
     digest.update(data)
     return digest.hexdigest()

@@ -397,7 +397,7 @@ def _print_sanitize_summary(outcome, findings: list[Finding]) -> None:
 
 
 def _captures(args: argparse.Namespace) -> int:
-    from graphlint.checkers.captures import capture_report
+    from graphlint.checkers.machinery.captures import capture_report
     from graphlint.engine import load_project
     from graphlint.reporters.captures import render_captures
 
@@ -422,7 +422,7 @@ def _server() -> int:
 def _callgraph(args: argparse.Namespace) -> int:
     import json
 
-    from graphlint.checkers.callgraph import call_graph
+    from graphlint.checkers.machinery.callgraph import call_graph
     from graphlint.engine import load_project
 
     options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args))

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphlint.checkers.names import module_name_for
+from graphlint.checkers.machinery.names import module_name_for
 from graphlint.config import ConfigResolver, Settings, matches_pattern, relative_to_root
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from graphlint.analysis import read_source, summarize_source
 from graphlint.cache import SummaryCache, cache_key, run_key
-from graphlint.checkers.model import ModuleSummary
-from graphlint.checkers.project import Project
+from graphlint.checkers.machinery.detectors import static_codes
+from graphlint.checkers.machinery.model import ModuleSummary
+from graphlint.checkers.machinery.project import Project
 from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_to_root
 from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover
@@ -50,13 +51,21 @@ class CheckOptions:
     cache_dir: Path | None = None  # None: no cache
 
 
-def _summarize_job(job: tuple[bytes, str, bool]) -> ModuleSummary:
-    data, module, is_package = job
-    return summarize_source(data, module, is_package)
+def _summarize_job(job: tuple[bytes, str, bool, frozenset[str]]) -> ModuleSummary:
+    data, module, is_package, codes = job
+    return summarize_source(data, module, is_package, codes)
+
+
+def active_codes(files: list[SourceFile], selection: Selection) -> frozenset[str]:
+    """The static rules enabled for at least one file: the only detectors the run needs."""
+    codes: set[str] = set()
+    for source in files:
+        codes |= enabled_codes(source.settings, selection, relative_to_root(source.path, source.settings))
+    return frozenset(codes) & static_codes()
 
 
 def _read_all(
-    files: list[SourceFile], unsaved: Mapping[Path, bytes] | None = None
+    files: list[SourceFile], codes: frozenset[str], unsaved: Mapping[Path, bytes] | None = None
 ) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
     """Bytes and cache keys of every file; the reason for each file that could not be read.
     ``unsaved`` (absolute path -> bytes) stands in for the disk: stdin, an editor's buffer."""
@@ -69,7 +78,7 @@ def _read_all(
             errors[source.display] = error or "cannot read file"
             continue
         sources[source.display] = data
-        keys[source.display] = cache_key(data, source.module, source.is_package)
+        keys[source.display] = cache_key(data, source.module, source.is_package, codes)
     return sources, keys, errors
 
 
@@ -86,6 +95,7 @@ def summarize_files(
     errors: dict[str, str],
     cache: SummaryCache,
     jobs: int,
+    codes: frozenset[str],
 ) -> dict[str, ModuleSummary]:
     summaries: dict[str, ModuleSummary] = {}
     pending: list[SourceFile] = []
@@ -98,7 +108,7 @@ def summarize_files(
             summaries[source.display] = cached
         else:
             pending.append(source)
-    work = [(sources[s.display], s.module, s.is_package) for s in pending]
+    work = [(sources[s.display], s.module, s.is_package, codes) for s in pending]
     if jobs > 1 and len(work) >= _PARALLEL_THRESHOLD:
         workers = min(jobs, len(work))
         with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -151,14 +161,15 @@ def check_files(
     unsaved: Mapping[Path, bytes] | None = None,
 ) -> CheckResult:
     """Analyse exactly ``files`` together; ``unsaved`` bytes replace what is on disk."""
-    sources, keys, errors = _read_all(files, unsaved)
+    codes = active_codes(files, options.selection)
+    sources, keys, errors = _read_all(files, codes, unsaved)
     cache = SummaryCache(options.cache_dir)
     whole_run = _run_key(files, keys, errors, options.selection)
     reused = cache.get_result(whole_run) if not errors else None
     if reused is not None:
         return CheckResult(list(reused), files, sources, cache_hits=len(files), cache_misses=0)
-    summaries = summarize_files(files, sources, keys, errors, cache, options.jobs)
-    project = _project(summaries, resolver)
+    summaries = summarize_files(files, sources, keys, errors, cache, options.jobs, codes)
+    project = _project(summaries, resolver, codes)
     raw = project.findings()
     raw.extend(_parse_errors(files, summaries))
     internal, tracebacks = _internal_errors(files, summaries, project)
@@ -168,21 +179,22 @@ def check_files(
     return CheckResult(findings, files, sources, cache.hits, cache.misses, tracebacks)
 
 
-def _project(summaries: dict[str, ModuleSummary], resolver: ConfigResolver) -> Project:
+def _project(summaries: dict[str, ModuleSummary], resolver: ConfigResolver, codes: frozenset[str]) -> Project:
     entry_points = frozenset(point for settings in resolver.all_settings() for point in settings.capture_entry_points)
     analysable = {
         path: s for path, s in summaries.items() if s.error is None and s.internal_error is None and not s.skip_file
     }
-    return Project(analysable, entry_points)
+    return Project(analysable, entry_points, codes)
 
 
 def load_project(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> tuple[list[SourceFile], Project]:
     """The project phase's input without running the rules (for `graphlint captures`)."""
     files = discover(paths, resolver)
-    sources, keys, errors = _read_all(files)
+    no_rules: frozenset[str] = frozenset()
+    sources, keys, errors = _read_all(files, no_rules)
     cache = SummaryCache(options.cache_dir)
-    summaries = summarize_files(files, sources, keys, errors, cache, options.jobs)
-    return files, _project(summaries, resolver)
+    summaries = summarize_files(files, sources, keys, errors, cache, options.jobs, no_rules)
+    return files, _project(summaries, resolver, no_rules)
 
 
 def _parse_errors(files: list[SourceFile], summaries: dict[str, ModuleSummary]) -> list[Finding]:
@@ -216,17 +228,7 @@ def _internal_errors(
 
 
 def _core_finding(rule, message: str, path: str, line: int, column: int) -> Finding:
-    return Finding(
-        code=rule.code,
-        name=rule.name,
-        severity=rule.severity,
-        message=message,
-        path=path,
-        line=line,
-        column=column,
-        end_line=line,
-        end_column=column,
-    )
+    return Finding.of(rule, message, path, (line, column, line, column))
 
 
 def _filter(
@@ -281,19 +283,9 @@ def _unknown_suppression_codes(path: str, summary: ModuleSummary) -> list[Findin
     for line, suppression in sorted(summary.suppressions.items()):
         unknown = sorted(code for code in suppression.codes or () if code.startswith("GL") and code not in known)
         if unknown:
-            found.append(
-                Finding(
-                    code=UNUSED_SUPPRESSION.code,
-                    name=UNUSED_SUPPRESSION.name,
-                    severity=UNUSED_SUPPRESSION.severity,
-                    message=f"unknown code in suppression: {', '.join(unknown)} (`graphlint rules` lists the codes)",
-                    path=path,
-                    line=line,
-                    column=suppression.column,
-                    end_line=line,
-                    end_column=suppression.end_column,
-                )
-            )
+            message = f"unknown code in suppression: {', '.join(unknown)} (`graphlint rules` lists the codes)"
+            span = (line, suppression.column, line, suppression.end_column)
+            found.append(Finding.of(UNUSED_SUPPRESSION, message, path, span))
     return found
 
 

@@ -93,6 +93,22 @@ class Finding:
     fix: Fix | None = None
     call_path: tuple[CallSite, ...] = field(default=())
 
+    @classmethod
+    def of(
+        cls,
+        rule: Any,
+        message: str,
+        path: str,
+        span: tuple[int, int, int, int],
+        fix: Fix | None = None,
+        call_path: tuple[CallSite, ...] = (),
+    ) -> Finding:
+        """The one way to make a finding of ``rule`` (a `registry.Rule`) at a 1-based ``span``."""
+        line, column, end_line, end_column = span
+        return cls(
+            rule.code, rule.name, rule.severity, message, path, line, column, end_line, end_column, fix, call_path
+        )
+
     def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.path, self.line, self.column, self.code, self.message)
 

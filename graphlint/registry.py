@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import textwrap
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from graphlint.findings import SEVERITIES
 
@@ -29,6 +30,9 @@ class Rule:
     preview: bool = False
     preview_reason: str = ""  # the measured precision that keeps it in preview
     default_set_note: str = ""  # why a rule with few corpus findings stays in the default set
+    # What the hazard does in each kind of capture region ("graph", "compile"), appended to
+    # the candidate's message when the project phase reports it.
+    consequences: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def doc_page(self) -> str:
         """The rule's documentation in ruff's fixed sections."""
@@ -79,12 +83,10 @@ class Rule:
 
 _RULES: dict[str, Rule] = {}
 
-# Modules that declare rules; imported lazily so `graphlint --version` stays instant.
+# Modules that declare rules besides the static rules (discovered under
+# `graphlint.checkers.rules`); imported lazily so `graphlint --version` stays instant.
 _RULE_MODULES = (
     "graphlint.core_rules",
-    "graphlint.checkers.capture_rules",
-    "graphlint.checkers.replay_rules",
-    "graphlint.checkers.stream_rules",
     "graphlint.runtime_sanitizer.rules",
 )
 
@@ -105,6 +107,9 @@ def all_rules() -> dict[str, Rule]:
     """Every declared rule, by code, in code order."""
     for module in _RULE_MODULES:
         importlib.import_module(module)
+    from graphlint.checkers.machinery.detectors import load_rule_modules
+
+    load_rule_modules()
     return dict(sorted(_RULES.items()))
 
 

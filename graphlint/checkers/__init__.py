@@ -1,1 +1,2 @@
-"""The static checker: per-file summaries, the project call graph, and the rule families."""
+"""The static checker: `machinery/` (summaries, value kinds, the flow skeleton, the call graph)
+and `rules/` (one module per rule, in a folder per family)."""

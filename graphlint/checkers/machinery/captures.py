@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from graphlint.checkers.model import COMPILE, CallRef, EntryRef, ModuleSummary, OpaqueCall
-from graphlint.checkers.names import LIBRARY_ROOTS
-from graphlint.checkers.project import Project
+from graphlint.checkers.machinery.model import COMPILE, CallRef, EntryRef, ModuleSummary, OpaqueCall
+from graphlint.checkers.machinery.names import LIBRARY_ROOTS
+from graphlint.checkers.machinery.project import Project
 
 RESOLVED, OUTSIDE, UNRESOLVED = "resolved", "outside", "unresolved"
 _CAPTURE_LIKE = re.compile(r"graph|capture", re.IGNORECASE)

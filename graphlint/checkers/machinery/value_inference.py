@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from graphlint.checkers import types as T
+from graphlint.checkers.machinery import value_kinds as T
 
 GRAPHED_CALLABLES = frozenset(
     {"torch.cuda.make_graphed_callables", "transformer_engine.pytorch.make_graphed_callables"}

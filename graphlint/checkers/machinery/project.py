@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from graphlint.checkers import replay_rules
-from graphlint.checkers.capture_rules import CONSEQUENCES
-from graphlint.checkers.model import COMPILE, GRAPH, CallRef, FunctionSummary, Hazard, ModuleSummary
-from graphlint.findings import CallSite, Edit, Finding, Fix
-from graphlint.registry import all_rules
+from graphlint.checkers.machinery import runner_trace
+from graphlint.checkers.machinery.detectors import Hooks, hooks_for, static_codes
+from graphlint.checkers.machinery.model import COMPILE, GRAPH, CallRef, FunctionSummary, Hazard, ModuleSummary
+from graphlint.findings import CallSite, Finding, Fix
+from graphlint.registry import Rule, all_rules
 
 _MAX_ALIAS_HOPS = 8
 
@@ -32,6 +32,19 @@ class Reach:
 
     kind: str
     path: tuple[CallSite, ...]
+
+
+class ProjectReporter:
+    """Where project-phase events are reported: one function's file, for the rules' hooks."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.findings: list[Finding] = []
+
+    def report(self, rule: Rule, span: tuple[int, int, int, int], message: str, fix: Fix | None = None) -> None:
+        """A finding at ``span`` (line, 0-based column, end line, 0-based end column)."""
+        line, col, end_line, end_col = span
+        self.findings.append(Finding.of(rule, message, self.path, (line, col + 1, end_line, end_col + 1), fix))
 
 
 @dataclass(frozen=True)
@@ -49,9 +62,12 @@ class Project:
         self,
         summaries: dict[str, ModuleSummary],
         entry_points: frozenset[str] = frozenset(),
+        codes: frozenset[str] | None = None,
     ) -> None:
-        """``summaries`` maps each display path to the summary of that file."""
+        """``summaries`` maps each display path to the summary of that file; ``codes`` are the
+        enabled rules (all by default)."""
         self.summaries = summaries
+        self.hooks: Hooks = hooks_for(static_codes() if codes is None else codes)
         self.entry_points = entry_points
         self.functions: dict[str, tuple[str, FunctionSummary]] = {}
         self.classes = {}
@@ -328,9 +344,9 @@ class Project:
         return list(found.values())
 
     def _runner_findings(self, rules: dict) -> list[Finding]:
-        """GL201 at callers that keep a runner's static output across another call (any file)."""
+        """Static outputs kept by callers of runners (functions that replay and return one)."""
         runners = {q: f for q, (_, f) in self.functions.items() if f.returns_static}
-        if not runners:
+        if not runners or not self.hooks.listens_to(runner_trace.EVENTS):
             return []
 
         def runner_graph(target: str) -> str | None:
@@ -339,14 +355,16 @@ class Project:
                     return f"{runners[qualname].display}: {runners[qualname].returns_static}"
             return None
 
-        rule = rules["GL201"]
         results = []
         for qualname in sorted(self.functions):
             path, function = self.functions[qualname]
             if not function.trace:
                 continue
             with self._guard(path, function.line, f"following the runner calls of `{function.display}`"):
-                results.extend(_runner_trace_findings(path, function, runner_graph, rule))
+                reporter = ProjectReporter(path)
+                for event in runner_trace.evaluate(function.trace, runner_graph):
+                    self.hooks.emit(reporter, event)
+                results.extend(reporter.findings)
         return results
 
     def _judge(
@@ -364,27 +382,16 @@ class Project:
             kind, call_path = reached.kind, reached.path
         else:
             return None
-        consequence = CONSEQUENCES.get(hazard.code, {}).get(kind)
+        consequence = rule.consequences.get(kind)
         message = f"{hazard.message}: {consequence}" if consequence else hazard.message
         if kind == COMPILE and "torch.compile" not in message:
             message += " (torch.compile cudagraph region)"
         return self._finding(path, hazard, rule, message, call_path)
 
     @staticmethod
-    def _finding(path: str, hazard: Hazard, rule, message: str, call_path: tuple[CallSite, ...]) -> Finding:
-        return Finding(
-            code=hazard.code,
-            name=rule.name,
-            severity=rule.severity,
-            message=message,
-            path=path,
-            line=hazard.line,
-            column=hazard.column,
-            end_line=hazard.end_line,
-            end_column=hazard.end_column,
-            fix=hazard.fix,
-            call_path=call_path,
-        )
+    def _finding(path: str, hazard: Hazard, rule: Rule, message: str, call_path: tuple[CallSite, ...]) -> Finding:
+        span = (hazard.line, hazard.column, hazard.end_line, hazard.end_column)
+        return Finding.of(rule, message, path, span, hazard.fix, call_path)
 
 
 def _merge(into: dict[str, set[str]], new: dict[str, set[str]]) -> bool:
@@ -396,16 +403,3 @@ def _merge(into: dict[str, set[str]], new: dict[str, set[str]]) -> bool:
             slot |= classes
             changed = True
     return changed
-
-
-def _runner_trace_findings(path: str, function: FunctionSummary, runner_graph, rule) -> list[Finding]:
-    """GL201 findings of one caller's trace, each with the safe `.clone()` fix."""
-    results = []
-    for line, col, end_line, end_col, message, _ in replay_rules.evaluate_trace(function.trace, runner_graph):
-        fix = Fix(
-            "safe", "keep a copy: append `.clone()`", (Edit(end_line, end_col + 1, end_line, end_col + 1, ".clone()"),)
-        )
-        results.append(
-            Finding(rule.code, rule.name, rule.severity, message, path, line, col + 1, end_line, end_col + 1, fix)
-        )
-    return results

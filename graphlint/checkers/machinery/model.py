@@ -127,7 +127,7 @@ class FunctionSummary(Compact):
     returns_capture: bool = False  # a wrapper API: calling it gives a capture context
     returns: list[str] = field(default_factory=list)  # call targets whose result is returned
     returns_static: str | None = None  # replays graph G and returns its static output
-    trace: list[tuple] | None = None  # calls whose kept results may be static outputs (GL201)
+    trace: list | None = None  # runner_trace events: calls whose kept results may be static outputs
 
 
 @dataclass

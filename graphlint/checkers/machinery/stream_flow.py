@@ -1,122 +1,81 @@
-"""GL3xx: side streams. The caching allocator keeps one pool per stream, so a tensor released
-on one stream while another still uses it is handed to the next allocation: a race that
-shows up as NaNs or wrong losses days later.
+"""The stream flow: which stream uses which tensor, and what orders them, in statement order.
 
-A flow pass over each function that uses streams follows statement order (loops run twice:
-rebinding `x = layer(x)` at the top of iteration k+1 releases the `x` a side stream used in
-iteration k) with a model of the current stream (`with torch.cuda.stream(s)`, StreamContext,
-`get_accelerator().stream(s)`) and of the ordering operations: `a.wait_stream(b)`,
-`a.wait_event(e)`, `e.record()`/`e.record(s)`/`s.record_event()`, `e.wait()`,
-`e.synchronize()`, `s.synchronize()`, `torch.cuda.synchronize()` and `x.record_stream(s)`.
+The caching allocator keeps one pool per stream, so a tensor released on one stream while
+another still uses it is handed to the next allocation: a race that shows up as NaNs or
+wrong losses days later. This flow, a state on the flow skeleton, follows each function
+that uses streams (loops run twice: rebinding `x = layer(x)` at the top of iteration k+1
+releases the `x` a side stream used in iteration k) with a model of the current stream
+(`with torch.cuda.stream(s)`, StreamContext, `get_accelerator().stream(s)`) and of the
+ordering operations: `a.wait_stream(b)`, `a.wait_event(e)`, `e.record()`/`e.record(s)`/
+`s.record_event()`, `e.wait()`, `e.synchronize()`, `s.synchronize()`,
+`torch.cuda.synchronize()` and `x.record_stream(s)`. It raises typed events for the rules:
+`ReleasedInUse`, `HandedWithoutRecord`, `CrossStreamUse`, `UnsyncedHostRead`.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
-from graphlint.checkers import types as T
-from graphlint.checkers.names import evaluation_order, source_text
-from graphlint.findings import Edit, Fix
-from graphlint.registry import Rule, declare
+from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.flow import FlowState, walk
+from graphlint.checkers.machinery.names import evaluation_order, source_text
 
 if TYPE_CHECKING:
-    from graphlint.checkers.summarize import FunctionWalker, ModuleState
+    from graphlint.checkers.machinery.binder import FunctionWalker
+    from graphlint.checkers.machinery.module_state import ModuleState
 
-declare(
-    Rule(
-        code="GL301",
-        preview=True,
-        preview_reason=(
-            "On the real-code corpus (benchmarks/corpus: vLLM, SGLang, Megatron-core, TransformerEngine, DeepSpeed, tensordict, torchrl, torchtitan, torchao; 10,640 files), 0 of 91 findings were real: the old tensor was still held (a view, a list or attribute), the release sat in a branch exclusive with the side-stream use, the side stream's next allocation was ordered by a wait at every fork, or a `record_stream`/wait already ordered it."
-        ),
-        name="del-without-stream-sync",
-        fix="unsafe",
-        summary=(
-            "`del x`, `x = None`, rebinding `x`, or the end of scope of a local `x`, where `x` was "
-            "used on another stream (`with torch.cuda.stream(s):`) and nothing since ordered that "
-            "use before the release (`current_stream().wait_stream(s)`, `s.synchronize()`, "
-            "`torch.cuda.synchronize()`, an event recorded on `s` and waited on, or "
-            "`x.record_stream(s)`)."
-        ),
-        why=(
-            "The caching allocator recycles a freed block on the stream that allocated it, without "
-            "waiting for other streams. If `s` still reads or writes `x`, the next allocation on "
-            "the current stream gets the same memory while `s` is using it."
-        ),
-        example="""
-            x = torch.randn(n, device="cuda")
-            with torch.cuda.stream(side):
-                y = x * 2
-            del x
-        """,
-        use_instead="""
-            x = torch.randn(n, device="cuda")
-            with torch.cuda.stream(side):
-                y = x * 2
-                x.record_stream(side)
-            del x
-        """,
-    )
-)
-declare(
-    Rule(
-        code="GL302",
-        preview=True,
-        preview_reason=(
-            'On the real-code corpus (benchmarks/corpus: vLLM, SGLang, Megatron-core, TransformerEngine, DeepSpeed, tensordict, torchrl, torchtitan, torchao; 10,640 files), 0 of 157 findings were real: the current stream held in a local (`current = torch.cuda.current_stream()`) was not recognised, the use sat in a branch exclusive with the side-stream block, the caller or callee did the wait, or the "producer" was a bare allocation.'
-        ),
-        name="cross-stream-use-without-wait",
-        summary=(
-            "A tensor produced on one stream and used on another with no `wait_stream`, "
-            "`wait_event` or event wait between producer and consumer, in either direction (into "
-            "a side-stream block, or out of it)."
-        ),
-        why="Streams run concurrently: the consumer can read the tensor before the producer has written it.",
-        example="""
-            h = model(x)
-            with torch.cuda.stream(side):
-                summary = h.mean()
-        """,
-        use_instead="""
-            h = model(x)
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                summary = h.mean()
-        """,
-    )
-)
-declare(
-    Rule(
-        code="GL303",
-        preview=True,
-        preview_reason=(
-            "On the real-code corpus (benchmarks/corpus: vLLM, SGLang, Megatron-core, TransformerEngine, DeepSpeed, tensordict, torchrl, torchtitan, torchao; 10,640 files), 0 of 9 findings were real: storing the host tensor in a container, a constructor or a handle with its event is not a host read, and readers synchronised on the recorded event first."
-        ),
-        name="unsynced-non-blocking-copy",
-        summary=(
-            "`y = x.to('cpu', non_blocking=True)` (or `.cpu(non_blocking=True)`, "
-            "`host.copy_(x, non_blocking=True)`) read on the host before a synchronisation."
-        ),
-        why=(
-            "A non-blocking device-to-host copy returns at once; the host buffer is filled later. "
-            "Reading it before `torch.cuda.synchronize()` or an event's `synchronize()` reads "
-            "garbage or stale values."
-        ),
-        example="""
-            host = logits.to("cpu", non_blocking=True)
-            tokens = host.argmax(-1).tolist()
-        """,
-        use_instead="""
-            host = logits.to("cpu", non_blocking=True)
-            done = torch.cuda.Event()
-            done.record()
-            done.synchronize()
-            tokens = host.argmax(-1).tolist()
-        """,
-    )
-)
+
+@dataclass(frozen=True)
+class ReleasedInUse:
+    """``name`` is released (``node``; its last side-stream use at ``use``) while unordered."""
+
+    kind: ClassVar[str] = "release"
+    node: ast.AST
+    name: str
+    use_node: ast.AST
+    use_statement: ast.stmt
+    use_stream: str
+    alloc_stream: str
+    scope_end: bool
+    function: str
+
+
+@dataclass(frozen=True)
+class HandedWithoutRecord:
+    """`inp = self.next_input` (made on ``side`` by another method) used on the current stream."""
+
+    kind: ClassVar[str] = "release"
+    node: ast.stmt
+    name: str
+    side: str
+
+
+@dataclass(frozen=True)
+class CrossStreamUse:
+    kind: ClassVar[str] = "cross"
+    node: ast.AST
+    name: str
+    producer: str
+    stream: str
+
+
+@dataclass(frozen=True)
+class UnsyncedHostRead:
+    kind: ClassVar[str] = "host-read"
+    node: ast.AST
+    name: str
+    copy: ast.AST
+
+
+EVENTS = (ReleasedInUse, HandedWithoutRecord, CrossStreamUse, UnsyncedHostRead)
+
+
+def show_stream(stream: str) -> str:
+    """A stream as messages name it."""
+    return "the current stream" if stream == MAIN else stream
+
 
 MAIN = "<current>"
 _STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext"})
@@ -141,17 +100,20 @@ class _Tensor:
     local: bool = True
 
 
-class StreamFlow:
+class StreamFlow(FlowState):
+    """The stream flow over one function (a flow-skeleton state)."""
+
     def __init__(self, walker: FunctionWalker) -> None:
         self.w = walker
         self.position = 0
         self.current = [MAIN]
+        self.pushed: list[int] = []  # streams entered per open `with`
         self.tensors: dict[str, _Tensor] = {}
         self.waits: list[tuple[str, str, int, int]] = []  # (waiter, waited-for, cutoff, at)
         self.host_syncs: list[tuple[str | None, int, int]] = []  # (stream or None=all, cutoff, at)
         self.events: dict[str, tuple[str, int]] = {}  # event -> (stream, cutoff)
         self.recorded: set[tuple[str, str]] = set()  # (tensor, stream) from record_stream
-        self.pending_host: dict[str, tuple[ast.AST, int]] = {}  # GL303: host buffer -> (copy, position)
+        self.pending_host: dict[str, tuple[ast.AST, int]] = {}  # host buffer -> (copy, position)
         self.reported: set[tuple[str, int, int]] = set()
         self.statement: ast.stmt | None = None
         self.handed: list[tuple[str, str, ast.stmt]] = []  # (name, side stream, binding statement)
@@ -191,26 +153,19 @@ class StreamFlow:
                     changed = True
         return False
 
-    # -- reporting -----------------------------------------------------------------------
-    def report(self, code: str, node: ast.AST, message: str, fix: Fix | None = None) -> None:
-        key = (code, node.lineno, node.col_offset)
+    def emit(self, event: object) -> None:
+        node = event.node  # type: ignore[attr-defined]
+        key = (event.kind, node.lineno, node.col_offset)  # type: ignore[attr-defined]
         if key not in self.reported:
             self.reported.add(key)
-            self.w.hazard(code, node, message, fix=fix, always=True)
+            self.w.emit(event)
 
-    # -- walk ----------------------------------------------------------------------------
-    def run(self, body: list[ast.stmt]) -> None:
-        self.block(body)
+    # -- the walk ------------------------------------------------------------------------
+    def finish(self) -> None:
+        """At the end of the function: hand-offs never recorded, locals released by scope end."""
         for name, side, stmt in self.handed:
             if not any(tensor == name and stream != side for tensor, stream in self.recorded):
-                self.report(
-                    "GL301",
-                    stmt,
-                    f"`{name}` was allocated on `{side}` and is handed to the current stream without "
-                    f"`{name}.record_stream(torch.cuda.current_stream())`: once it is freed, the allocator "
-                    f"can reuse it on `{side}` while the current stream still reads it",
-                    _record_stream_fix(self.w.st, stmt, name, "torch.cuda.current_stream()"),
-                )
+                self.emit(HandedWithoutRecord(stmt, name, side))
         if self.w.is_module:
             return  # module globals live on
         end = self.tick()
@@ -218,75 +173,63 @@ class StreamFlow:
             if tensor.local and not tensor.escaped:
                 self.release(name, None, end, scope_end=True)
 
-    def block(self, body: list[ast.stmt]) -> None:
-        for stmt in body:
-            self.stmt(stmt)
-
-    def stmt(self, stmt: ast.stmt) -> None:
+    def before(self, stmt: ast.stmt) -> None:
         self.statement = stmt
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            return
+
+    def header(self, expr: ast.expr, stmt: ast.stmt) -> None:
+        self.expr(expr)
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            pushed = 0
-            for item in stmt.items:
-                self.expr(item.context_expr)
-                stream = self._stream_context(item.context_expr)
-                if stream is not None:
-                    self.current.append(stream)
-                    pushed += 1
-            self.block(stmt.body)
-            for _ in range(pushed):
-                self.current.pop()
-            return
-        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-            self.expr(stmt.test if isinstance(stmt, ast.While) else stmt.iter)
-            for _ in range(2):
-                if not isinstance(stmt, ast.While):
-                    self.bind(stmt.target, None, stmt)
-                self.block(stmt.body)
-            self.block(stmt.orelse)
-            return
-        if isinstance(stmt, ast.If):
-            self.expr(stmt.test)
-            before = dict(self.pending_host)
-            self.block(stmt.body)
-            after_body = self.pending_host
-            self.pending_host = before  # the else-branch does not see the if-branch's copies
-            self.block(stmt.orelse)
-            self.pending_host = {**after_body, **self.pending_host}
-            return
-        if isinstance(stmt, ast.Try):
-            self.block(stmt.body)
-            for handler in stmt.handlers:
-                self.block(handler.body)
-            self.block(stmt.orelse)
-            self.block(stmt.finalbody)
-            return
+            stream = self._stream_context(expr)
+            if stream is not None:
+                self.current.append(stream)
+                self.pushed.append(id(stmt))
+
+    def exit_with(self, stmt: ast.With | ast.AsyncWith) -> None:
+        while self.pushed and self.pushed[-1] == id(stmt):
+            self.pushed.pop()
+            self.current.pop()
+
+    def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
+        self.bind(stmt.target, None, stmt)
+
+    def fork(self, stmt: ast.stmt) -> tuple[dict, list[dict]]:
+        return dict(self.pending_host), []
+
+    def branch(self, stmt: ast.stmt, index: int, start: tuple[dict, list[dict]]) -> None:
+        if index:  # each alternative starts from what held before them, not from its sibling
+            start[1].append(self.pending_host)
+            self.pending_host = dict(start[0])
+
+    def join(self, stmt: ast.stmt, start: tuple[dict, list[dict]]) -> None:
+        merged: dict[str, tuple[ast.AST, int]] = {}
+        for pending in start[1]:
+            merged.update(pending)
+        merged.update(self.pending_host)
+        self.pending_host = merged
+
+    def simple(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.Delete):
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     self.release(target.id, stmt, self.tick())
-            return
-        if isinstance(stmt, ast.Assign):
+        elif isinstance(stmt, ast.Assign):
             self.expr(stmt.value)
             for target in stmt.targets:
                 self.bind(target, stmt.value, stmt)
-            return
-        if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
             self.expr(stmt.value)
             if isinstance(stmt, ast.AugAssign):
                 self.use_target(stmt.target, write=True)
             else:
                 self.bind(stmt.target, stmt.value, stmt)
-            return
-        if isinstance(stmt, (ast.Return, ast.Expr)) and stmt.value is not None:
+        elif isinstance(stmt, (ast.Return, ast.Expr)) and stmt.value is not None:
             self.expr(stmt.value)
             if isinstance(stmt, ast.Return) or isinstance(stmt.value, (ast.Yield, ast.YieldFrom)):
                 self.escape(stmt.value)
-            return
-        for child in ast.iter_child_nodes(stmt):
-            if isinstance(child, ast.expr):
-                self.expr(child)
+        else:
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self.expr(child)
 
     def _stream_context(self, context: ast.AST) -> str | None:
         if not isinstance(context, ast.Call) or (not context.args and not context.keywords):
@@ -377,15 +320,11 @@ class StreamFlow:
                 continue
             if self.ordered(use.stream, use.position, tensor.alloc_stream, now):
                 continue
-            where = f"at the end of `{self.w.display}`" if scope_end else "here"
             node = use.node if stmt is None else stmt
-            self.report(
-                "GL301",
-                node,
-                f"`{name}` is released {where} while stream `{use.stream}` may still use it (line "
-                f"{use.node.lineno}): the allocator can hand its memory to the next allocation on "
-                f"`{_show(tensor.alloc_stream)}`",
-                _record_stream_fix(self.w.st, use.statement, name, use.stream),
+            self.emit(
+                ReleasedInUse(
+                    node, name, use.node, use.statement, use.stream, tensor.alloc_stream, scope_end, self.w.display
+                )
             )
             return
 
@@ -405,24 +344,13 @@ class StreamFlow:
         stream = self.current[-1]
         if name in self.pending_host and host_read:
             copy, _ = self.pending_host.pop(name)
-            self.report(
-                "GL303",
-                node,
-                f"`{name}` is read on the host before the non-blocking copy into it (line {copy.lineno}) is "
-                "synchronised",
-            )
+            self.emit(UnsyncedHostRead(node, name, copy))
         tensor = self.tensors.get(name)
         if tensor is None:
             return
         producer, produced_at = tensor.produced
         if producer != stream and not self.ordered(producer, produced_at, stream, now):
-            direction = "into" if stream != MAIN else "out of"
-            self.report(
-                "GL302",
-                node,
-                f"`{name}` is produced on `{_show(producer)}` and used on `{_show(stream)}` ({direction} a "
-                f"side-stream block) with no wait between them",
-            )
+            self.emit(CrossStreamUse(node, name, producer, stream))
             tensor.produced = (stream, now)  # one report per crossing
         if stream != tensor.alloc_stream and self.statement is not None:
             tensor.uses.append(_Use(stream, now, self.statement, node))
@@ -583,8 +511,8 @@ def _side_stream_attributes(walker: FunctionWalker) -> dict[str, str]:
     node = walker.st.class_nodes.get(walker.class_qualname or "")
     if node is None:
         return {}
-    cache = walker.st.__dict__.setdefault("side_stream_attributes", {})
-    cached = cache.get(walker.class_qualname)
+    cache = walker.st.side_stream_attributes
+    cached = cache.get(walker.class_qualname or "")
     if cached is not None:
         return cached
     found: dict[str, str] = {}
@@ -620,27 +548,8 @@ def _side_stream_attributes(walker: FunctionWalker) -> dict[str, str]:
                                 and target.value.id == "self"
                             ):
                                 found[target.attr] = stream
-    cache[walker.class_qualname] = found
+    cache[walker.class_qualname or ""] = found
     return found
-
-
-def _show(stream: str) -> str:
-    return "the current stream" if stream == MAIN else stream
-
-
-def _record_stream_fix(state: ModuleState, statement: ast.stmt, name: str, stream: str) -> Fix | None:
-    """Insert `x.record_stream(s)` after the last statement that used `x` on `s`."""
-    if statement.end_lineno is None:
-        return None
-    if stream == MAIN:
-        stream = "torch.cuda.current_stream()"
-    _, _, end_line, end_col = state.span(statement)
-    indent = " " * statement.col_offset
-    return Fix(
-        "unsafe",
-        f"tell the allocator `{stream}` uses `{name}`: `{name}.record_stream({stream})`",
-        (Edit(end_line, end_col, end_line, end_col, f"\n{indent}{name}.record_stream({stream})"),),
-    )
 
 
 def analyze(state: ModuleState, source: str) -> None:
@@ -648,11 +557,13 @@ def analyze(state: ModuleState, source: str) -> None:
     if "stream" not in source and "non_blocking" not in source:
         return
     for walker in state.walkers:
-        body = walker.node.body if hasattr(walker.node, "body") else []
+        body = walker.body
         if not body or not _uses_streams(body):
             continue
-        walker._ty_cache.clear()
-        StreamFlow(walker).run(body)
+        walker.forget_kinds()
+        flow = StreamFlow(walker)
+        walk(flow, body)
+        flow.finish()
 
 
 def _uses_streams(body: list[ast.stmt]) -> bool:

@@ -9,7 +9,7 @@ guessed. Builtins and library calls are not analysed, so they are not edges eith
 
 from __future__ import annotations
 
-from graphlint.checkers.project import Project
+from graphlint.checkers.machinery.project import Project
 
 _MODULE_SCOPE = ".<module>"
 

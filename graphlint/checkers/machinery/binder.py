@@ -1,0 +1,604 @@
+"""The binder: one function (or module body) walked in statement order on the flow skeleton.
+
+Like mypy's binder it keeps what each name holds at each point (a value kind: tensor,
+stream, optimizer, instance of a project class, ...), and it is where the file phase meets
+the rules: it finds capture regions (`with torch.cuda.graph(...)`, `capture_begin()` ...
+`capture_end()`, wrapper context managers decided project-wide), records every call it can
+name for the call graph, and raises the syntax events the enabled rules' detectors answer
+(`machinery.detectors`). It knows no rule by name.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.flow import FlowState, walk
+from graphlint.checkers.machinery.model import COMPILE, GRAPH, CallRef, EntryRef, FunctionSummary, Hazard, Region
+from graphlint.checkers.machinery.module_state import ModuleState
+from graphlint.checkers.machinery.names import dotted_parts, source_text
+from graphlint.checkers.machinery.replay_flow import note_capture
+from graphlint.checkers.machinery.syntax import (
+    FUNCTION_NODES,
+    assigned_names,
+    exits,
+    method_call_receiver,
+    statements,
+)
+from graphlint.checkers.machinery.targets import CallTargets
+from graphlint.checkers.machinery.value_inference import ValueKinds, is_compile_capture
+from graphlint.findings import Fix
+
+CAPTURE_CONTEXTS = frozenset({"torch.cuda.graph"})
+STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.streams.StreamContext"})
+_AUTOCAST = frozenset({"torch.autocast", "torch.cuda.amp.autocast"})
+_CAPTURING_GUARDS = frozenset(
+    {
+        "torch.cuda.is_current_stream_capturing",
+        "torch.compiler.is_compiling",
+        "torch._dynamo.is_compiling",
+        "torch.compiler.is_dynamo_compiling",
+    }
+)
+
+
+@dataclass
+class WithInside:
+    """What ran inside a `with` block, for detectors that judge the block as a whole."""
+
+    regions: list[int]  # capture regions that start inside it
+    graphed_calls: bool  # it calls a make_graphed_callables result
+
+
+@dataclass
+class _Block:
+    """Per statement list: an open `capture_begin()` span and the guard state to restore."""
+
+    guarded: bool
+    open_capture: tuple[str, tuple[int, ...]] | None = None
+    captured: list[ast.stmt] | None = None
+    began: int | None = None
+
+
+@dataclass
+class _WithFrame:
+    regions: tuple[int, ...]
+    autocasts: list[ast.Call]
+    regions_before: int
+    graphed_before: int
+
+
+class FunctionWalker(ValueKinds, CallTargets, FlowState):
+    """The binder of one function: bindings, regions, calls, and the detectors' events."""
+
+    loop_passes = 1  # kinds are not iterated to a fixed point; a second pass would double regions
+
+    def __init__(
+        self,
+        state: ModuleState,
+        qualname: str,
+        display: str,
+        class_qualname: str | None,
+        node: ast.AST,
+        outer: FunctionWalker | None,
+        record: bool = True,
+    ) -> None:
+        self.st = state
+        self.hooks = state.hooks
+        self.qualname = qualname
+        self.display = display
+        self.class_qualname = class_qualname
+        self.node = node
+        self.outer = outer
+        self.record = record
+        self.env: dict[str, T.Ty] = {}
+        self.local_defs: dict[str, str] = {}
+        self.locals: set[str] = set()
+        self.globals: set[str] = set()
+        self.regions: tuple[int, ...] = ()
+        self.guarded = False
+        self.graphed_calls = 0
+        self._ty_cache: dict[int, T.Ty | None] = {}
+        self.capture_contexts: dict[str, ast.Call] = {}  # ctx = torch.cuda.graph(g)
+        self.is_module = isinstance(node, ast.Module)
+        self.summary = FunctionSummary(qualname, display, getattr(node, "lineno", 1))
+        self._blocks: list[_Block] = []
+        self._withs: list[_WithFrame] = []
+        if record:
+            self._register()
+        if isinstance(node, FUNCTION_NODES):
+            self._bind_parameters(node)
+            self.locals |= assigned_names(node)
+
+    @property
+    def body(self) -> list[ast.stmt]:
+        return getattr(self.node, "body", [])
+
+    def _register(self) -> None:
+        functions = self.st.summary.functions
+        if self.qualname in functions:  # a redefinition (if/else branches): keep both bodies checked
+            earlier = functions.pop(self.qualname)
+            functions[f"{self.qualname}@{earlier.line}"] = earlier
+        functions[self.qualname] = self.summary
+        self.st.walkers.append(self)
+
+    def _bind_parameters(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        args = node.args
+        for extra in (args.vararg, args.kwarg):
+            if extra is not None:
+                self.locals.add(extra.arg)
+        for index, arg in enumerate([*args.posonlyargs, *args.args, *args.kwonlyargs]):
+            self.locals.add(arg.arg)
+            if index == 0 and self.class_qualname and arg.arg in ("self", "cls") and not _is_staticmethod(node):
+                if arg.arg == "self":
+                    self.env["self"] = T.Ty(T.INSTANCE, ref=self.class_qualname)
+                continue
+            self.summary.params.append(arg.arg)
+            if arg.annotation is not None:
+                ty = self.annotation_ty(arg.annotation)
+                if ty is not None:
+                    self.env[arg.arg] = ty
+
+    # -- queries for detectors and flows -------------------------------------------------
+    def chain(self) -> Iterator[FunctionWalker]:
+        """This walker and the ones of the functions it is nested in, innermost first."""
+        walker: FunctionWalker | None = self
+        while walker is not None:
+            yield walker
+            walker = walker.outer
+
+    def lookup(self, name: str) -> T.Ty | None:
+        for walker in self.chain():
+            if name in walker.env:
+                return walker.env[name]
+            if name in walker.locals and walker is self:
+                return None
+        return self.st.module_env.get(name)
+
+    def is_local_name(self, name: str) -> bool:
+        return any(name in w.locals or name in w.env or name in w.local_defs for w in self.chain())
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """Canonical dotted name of an expression that names an import or a definition."""
+        parts = dotted_parts(node)
+        if parts is None:
+            return None
+        root = parts[0]
+        for walker in self.chain():
+            if root in walker.local_defs:
+                return ".".join([walker.local_defs[root], *parts[1:]])
+        if self.is_local_name(root) and root not in self.globals:
+            return None
+        if self.is_module and root in self.st.module_env:
+            return None
+        return self.st.resolve_parts(parts)
+
+    def is_global_name(self, name: str) -> bool:
+        return name in self.globals or (self.is_module and name in self.st.module_assigned)
+
+    def generator_registered(self, node: ast.expr) -> bool:
+        return source_text(node) in self.st.registered_generators
+
+    def is_graphed_module(self, node: ast.expr) -> bool:
+        return source_text(node) in self.st.graphed_modules
+
+    def is_stream_context(self, call: ast.Call) -> bool:
+        """`torch.cuda.stream(s)`, StreamContext, DeepSpeed's `get_accelerator().stream(s)`."""
+        return self.resolve(call.func) in STREAM_CONTEXTS or _is_accelerator_stream(call)
+
+    def forget_kinds(self) -> None:
+        """Drop memoised kinds: bindings changed (a flow walks the body again)."""
+        self._ty_cache.clear()
+
+    def capturing_guard(self, test: ast.expr) -> bool | None:
+        """True if ``test`` is "we are capturing", False if "we are not", None otherwise."""
+        negate = False
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            negate = not negate
+            test = test.operand
+        if isinstance(test, ast.Call) and self.resolve(test.func) in _CAPTURING_GUARDS:
+            return not negate
+        return None
+
+    # -- what the walk records -------------------------------------------------------------
+    def hazard(
+        self,
+        code: str,
+        node: ast.AST,
+        message: str,
+        fix: Fix | None = None,
+        always: bool = False,
+        needs_region: int | None = None,
+    ) -> None:
+        """A candidate finding at ``node``; the project phase decides whether it is one."""
+        if not self.record or (self.guarded and not always):
+            return
+        line, col, end_line, end_col = self.st.span(node)
+        self.summary.hazards.append(
+            Hazard(code, message, line, col, end_line, end_col, self.regions, fix, always, needs_region)
+        )
+
+    def emit(self, event: object) -> None:
+        """Hand a flow's event to the detectors that answer it."""
+        self.hooks.emit(self, event)
+
+    def record_call(self, target: str, node: ast.Call) -> None:
+        if self.record and not self.guarded:
+            line, col, _, _ = self.st.span(node)
+            self.summary.calls.append(CallRef(target, line, col, self.regions, self.typed_args(node)))
+
+    def _new_region(self, node: ast.AST, label: str, target: str | None, kind: str = GRAPH) -> int:
+        self.st.summary.regions.append(Region(node.lineno, label, target, kind))
+        return len(self.st.summary.regions) - 1
+
+    def _event(self, name: str, *args: object) -> None:
+        for hook in self.hooks.get(name):
+            hook(self, *args)
+
+    # -- the walk ------------------------------------------------------------------------
+    def walk_body(self, body: list[ast.stmt]) -> None:
+        walk(self, body)
+
+    def begin_block(self, body: list[ast.stmt]) -> None:
+        self._blocks.append(_Block(self.guarded))
+
+    def end_block(self, body: list[ast.stmt]) -> None:
+        block = self._blocks.pop()
+        if block.open_capture is not None:
+            self.regions = block.open_capture[1]
+        self.guarded = block.guarded
+
+    def before(self, stmt: ast.stmt) -> None:
+        """Track `capture_begin()` ... `capture_end()` spans among a block's statements."""
+        self._ty_cache.clear()  # bindings change between statements
+        block = self._blocks[-1]
+        begin = method_call_receiver(stmt, "capture_begin")
+        if begin is not None and block.open_capture is None:
+            block.began = self._new_region(stmt, f"{begin}.capture_begin()", None)
+            block.open_capture = (begin, self.regions)
+            block.captured = []
+            return
+        end = method_call_receiver(stmt, "capture_end")
+        if end is not None and block.open_capture is not None and end == block.open_capture[0]:
+            self._close_capture(stmt, block)
+        if block.open_capture is not None and block.captured is not None:
+            block.captured.append(stmt)
+
+    def after(self, stmt: ast.stmt) -> None:
+        block = self._blocks[-1]
+        if block.began is not None:
+            self.regions = (*self.regions, block.began)
+            block.began = None
+            return
+        if block.open_capture is not None and _ends_capture_inside(stmt, block.open_capture[0]):
+            self._close_capture(stmt, block)  # try: ... finally: g.capture_end()
+        if isinstance(stmt, ast.If) and self.capturing_guard(stmt.test) is True and exits(stmt.body):
+            self.guarded = True  # `if capturing: return ...`: the rest never runs in capture
+
+    def _close_capture(self, end: ast.stmt, block: _Block) -> None:
+        """Record a capture_begin()/capture_end() span for the replay flow."""
+        assert block.open_capture is not None
+        graph = None
+        for inner in statements([end]):
+            if method_call_receiver(inner, "capture_end") is not None:
+                graph = inner.value.func.value  # type: ignore[attr-defined]
+                break
+        if self.record and graph is not None and block.captured:
+            last = end.end_lineno or end.lineno
+            note_capture(self, block.captured, graph, block.captured[0].lineno, last)
+        self.regions = block.open_capture[1]
+        block.open_capture = None
+        block.captured = None
+
+    def definition(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, FUNCTION_NODES):
+            self._nested_function(stmt)
+        elif isinstance(stmt, ast.ClassDef) and self.is_module:
+            self._class_body(stmt, f"{self.st.module}.{stmt.name}")
+
+    def header(self, expr: ast.expr, stmt: ast.stmt) -> None:
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            return  # the context expressions are visited with their items (enter_with)
+        self.expr(expr)
+        if isinstance(stmt, ast.While):
+            self._event("test", expr, "while")
+        elif isinstance(stmt, ast.If) and self.capturing_guard(expr) is None:
+            self._event("test", expr, "if")
+        elif isinstance(stmt, ast.Match) and expr is not stmt.subject:
+            self._event("test", expr, "case guard")
+
+    def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
+        self._bind(stmt.target, _element_ty(self.ty(stmt.iter)))
+
+    def fork(self, stmt: ast.stmt) -> bool:
+        return self.guarded
+
+    def branch(self, stmt: ast.stmt, index: int, start: object) -> None:
+        """Under `if capturing:` the else-branch never runs in capture, and the reverse."""
+        guard = self.capturing_guard(stmt.test) if isinstance(stmt, ast.If) else None
+        if guard is not None:
+            self.guarded = bool(start) or (not guard if index == 0 else guard)
+
+    def join(self, stmt: ast.stmt, start: object) -> None:
+        self.guarded = bool(start)
+
+    def simple(self, stmt: ast.stmt) -> None:
+        handler = _SIMPLE.get(type(stmt))
+        if handler is not None:
+            handler(self, stmt)
+            return
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.expr):
+                self.expr(child)
+
+    def _assign(self, stmt: ast.Assign) -> None:
+        self.expr(stmt.value)
+        self._event("Assign", stmt)
+        if (
+            isinstance(stmt.value, ast.Call)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and self.resolve(stmt.value.func) in CAPTURE_CONTEXTS
+        ):
+            self.capture_contexts[stmt.targets[0].id] = stmt.value
+        value_ty = self.ty(stmt.value)
+        for target in stmt.targets:
+            self.expr_target(target)
+            self._bind(target, value_ty)
+
+    def _ann_assign(self, stmt: ast.AnnAssign) -> None:
+        if stmt.value is not None:
+            self.expr(stmt.value)
+            self._bind(stmt.target, self.ty(stmt.value) or self.annotation_ty(stmt.annotation))
+
+    def _aug_assign(self, stmt: ast.AugAssign) -> None:
+        self.expr(stmt.value)
+        self.expr_target(stmt.target)
+        self._event("AugAssign", stmt)
+
+    def _assert(self, stmt: ast.Assert) -> None:
+        self.expr(stmt.test)
+        self._event("test", stmt.test, "assert")
+        if stmt.msg is not None:
+            self.expr(stmt.msg)
+
+    def _global(self, stmt: ast.Global | ast.Nonlocal) -> None:
+        self.globals.update(stmt.names)
+
+    def _return(self, stmt: ast.Return) -> None:
+        if stmt.value is not None:
+            self.expr(stmt.value)
+            self._note_wrapper_return(stmt.value)
+
+    def _bind(self, target: ast.expr, ty: T.Ty | None) -> None:
+        if isinstance(target, ast.Name):
+            if ty is None:
+                self.env.pop(target.id, None)
+                if self.is_module:
+                    self.st.module_env.pop(target.id, None)
+            else:
+                self.env[target.id] = ty
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            element = ty if ty is not None and ty.tensorish else None
+            for elt in target.elts:
+                self._bind(elt.value if isinstance(elt, ast.Starred) else elt, element)
+
+    def _nested_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if self.is_module:
+            qualname, display, outer = f"{self.st.module}.{node.name}", node.name, None
+        else:
+            qualname = f"{self.qualname}.<locals>.{node.name}"
+            display = f"{self.display}.<locals>.{node.name}"
+            self.local_defs[node.name] = qualname
+            outer = self
+        self._decorators(node, qualname)
+        walker = FunctionWalker(self.st, qualname, display, None, node, outer=outer, record=self.record)
+        walker.walk_body(node.body)
+
+    def _class_body(self, node: ast.ClassDef, qualname: str) -> None:
+        for item in node.body:
+            if isinstance(item, FUNCTION_NODES):
+                method_qualname = f"{qualname}.{item.name}"
+                self._decorators(item, method_qualname)
+                display = f"{node.name}.{item.name}"
+                walker = FunctionWalker(self.st, method_qualname, display, qualname, item, None, self.record)
+                walker.walk_body(item.body)
+            elif isinstance(item, ast.ClassDef):
+                self._class_body(item, f"{qualname}.{item.name}")
+
+    def _decorators(self, node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str) -> None:
+        for decorator in node.decorator_list:
+            if isinstance(decorator, ast.Call) and self.resolve(decorator.func) == "torch.compile":
+                if is_compile_capture(decorator):
+                    entry = EntryRef(f"f:{qualname}", node.lineno, COMPILE, self.display, False)
+                    self.st.summary.entries.append(entry)
+
+    # -- with blocks -----------------------------------------------------------------------
+    def enter_with(self, stmt: ast.With | ast.AsyncWith) -> None:
+        frame = _WithFrame(self.regions, [], len(self.st.summary.regions), self.graphed_calls)
+        pushed: list[int] = []
+        for item in stmt.items:
+            context = item.context_expr
+            self.expr(context)
+            if item.optional_vars is not None:
+                self._bind(item.optional_vars, None)
+            if isinstance(context, ast.Name) and context.id in self.capture_contexts:
+                context = self.capture_contexts[context.id]  # ctx = torch.cuda.graph(g) ... with ctx:
+            if isinstance(context, ast.Call):
+                self._with_context(stmt, context, pushed, frame)
+        self._withs.append(frame)
+        frame.regions_before = len(self.st.summary.regions)
+        self.regions = (*frame.regions, *pushed)
+
+    def _with_context(
+        self, stmt: ast.With | ast.AsyncWith, context: ast.Call, pushed: list[int], frame: _WithFrame
+    ) -> None:
+        name = self.resolve(context.func)
+        if name in CAPTURE_CONTEXTS:
+            label = f"torch.cuda.graph({source_text(context.args[0]) if context.args else ''})"
+            pushed.append(self._new_region(stmt, label, None))
+            self._event("capture", stmt, context)
+            if self.record:
+                graph = context.args[0] if context.args else T.keyword(context, "cuda_graph")
+                note_capture(self, stmt.body, graph, stmt.lineno, stmt.end_lineno or stmt.lineno)
+        elif isinstance(context.func, ast.Attribute) and context.func.attr == "capture_to_graph":
+            pushed.append(self._new_region(stmt, "capture_to_graph(...)", None))
+        elif self.is_stream_context(context):
+            stream = context.args[0] if context.args else T.keyword(context, "stream")
+            if stream is not None:
+                self._event("stream_context", stmt, stream)
+        elif name in _AUTOCAST:
+            frame.autocasts.append(context)
+        else:
+            target = self.call_target(context)
+            if target is not None:
+                pushed.append(self._new_region(stmt, f"{source_text(context.func)}(...)", target))
+
+    def exit_with(self, stmt: ast.With | ast.AsyncWith) -> None:
+        frame = self._withs.pop()
+        self.regions = frame.regions
+        if not frame.autocasts:
+            return
+        inside = WithInside(
+            list(range(frame.regions_before, len(self.st.summary.regions))),
+            self.graphed_calls > frame.graphed_before,
+        )
+        for context in frame.autocasts:
+            self._event("autocast", stmt, context, inside)
+
+    # -- expressions ---------------------------------------------------------------------
+    def expr_target(self, target: ast.expr) -> None:
+        """Visit the loads inside an assignment target (``x[idx] = ...``, ``self.a.b = ...``)."""
+        if isinstance(target, ast.Subscript):
+            self.expr(target.value)
+            self.expr(target.slice)
+        elif isinstance(target, ast.Attribute):
+            self.expr(target.value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self.expr_target(elt)
+        elif isinstance(target, ast.Starred):
+            self.expr_target(target.value)
+
+    def expr(self, node: ast.expr) -> None:
+        """Raise the expression events on ``node`` and everything inside it (not lambdas)."""
+        stack: list[ast.AST] = [node]
+        pop, push = stack.pop, stack.append
+        hooks = self.hooks
+        while stack:
+            current = pop()
+            kind = type(current)
+            if kind is ast.Call:
+                self._visit_call(current)
+            elif kind is ast.Subscript:
+                for hook in hooks.get("Subscript"):
+                    hook(self, current)
+            elif kind is ast.IfExp:
+                self._event("test", current.test, "conditional expression")
+            elif kind is ast.JoinedStr:
+                for hook in hooks.get("JoinedStr"):
+                    hook(self, current)
+            elif kind is ast.Lambda:
+                continue
+            elif (kind is ast.Yield or kind is ast.YieldFrom) and self.regions:
+                # @contextmanager yielding inside a capture: the caller's with-body is captured.
+                if any(self.st.summary.regions[r].target is None for r in self.regions):
+                    self.summary.returns_capture = True
+            for name in _child_fields(kind):
+                value = getattr(current, name)
+                if type(value) is list:
+                    for item in value:
+                        if item is not None:
+                            push(item)
+                elif value is not None:
+                    push(value)
+
+    def _visit_call(self, call: ast.Call) -> None:
+        name = self.resolve(call.func)
+        for hook in self.hooks.get("Call"):
+            hook(self, call, name)
+        self.note_entries(call, name)
+        callee = self.ty(call.func)
+        if callee is not None and callee.kind == T.GRAPHED:
+            self.graphed_calls += 1
+        target = self.call_target(call)
+        if target is not None:
+            self.record_call(target, call)
+        elif self.regions and self.record and not self.guarded:
+            self.opaque(call.func, call, "call")
+
+    def _note_wrapper_return(self, value: ast.expr) -> None:
+        """`def capture_to_graph(g): return torch.cuda.graph(g)` is itself a capture entry point."""
+        if not isinstance(value, ast.Call):
+            return
+        name = self.resolve(value.func)
+        if name in CAPTURE_CONTEXTS or (
+            isinstance(value.func, ast.Attribute) and value.func.attr == "capture_to_graph"
+        ):
+            self.summary.returns_capture = True
+            return
+        target = self.call_target(value)
+        if target is not None and self.record:
+            self.summary.returns.append(target)
+
+
+_SIMPLE = {
+    ast.Assign: FunctionWalker._assign,
+    ast.AnnAssign: FunctionWalker._ann_assign,
+    ast.AugAssign: FunctionWalker._aug_assign,
+    ast.Assert: FunctionWalker._assert,
+    ast.Global: FunctionWalker._global,
+    ast.Nonlocal: FunctionWalker._global,
+    ast.Return: FunctionWalker._return,
+}
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCALAR_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "is_async"})
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of an expression node type that hold child expressions (cached per type)."""
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        if kind is ast.Constant or kind is ast.Name:
+            fields = ()
+        else:
+            fields = tuple(f for f in kind._fields if f not in _SCALAR_FIELDS)
+        _CHILD_FIELDS[kind] = fields
+    return fields
+
+
+def _element_ty(container: T.Ty | None) -> T.Ty | None:
+    if container is None:
+        return None
+    if container.element:
+        return T.Ty(T.INSTANCE, ref=container.element)
+    if container.tensorish:
+        return T.T_TENSOR if container.kind == T.MASK else container
+    return None
+
+
+def _is_accelerator_stream(call: ast.Call) -> bool:
+    """DeepSpeed's `get_accelerator().stream(s)` and similar accelerator wrappers."""
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "stream"
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, (ast.Name, ast.Attribute))
+        and source_text(func.value.func).endswith("get_accelerator")
+    )
+
+
+def _ends_capture_inside(stmt: ast.stmt, receiver: str) -> bool:
+    """A compound statement (try/finally, with, if) that calls ``receiver.capture_end()``."""
+    if isinstance(stmt, ast.Expr):
+        return False
+    return any(
+        inner is not stmt and method_call_receiver(inner, "capture_end") == receiver for inner in statements([stmt])
+    )
+
+
+def _is_staticmethod(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)

@@ -1,0 +1,156 @@
+"""The one statement walker: a function body in execution order, driving a `FlowState`.
+
+Every analysis that follows statement order (the binder that gives values their kinds, the
+replay flow, the stream flow, the runner trace) is a state object with transfer functions;
+this module alone knows Python's statements, so each analysis covers the same syntax:
+`if`/`elif`/`else`, `for`/`while` (with `else`), `with`, `try`/`except`/`except*`/`else`/
+`finally`, `match` (case guards included), and nested definitions, which are their own scopes
+(a state sees them through `definition` and decides whether to walk them).
+
+Alternatives (the branches of an `if`, the cases of a `match`, the handlers and `else` of a
+`try`) are handed to the state as branches: `fork` before them, `branch` at the start of
+each, `join` after. A state that keeps facts joins them (union of what may hold); a state
+that only needs order leaves the defaults, which take the branches one after another. Loops
+run `loop_passes` times (two for the flows: what iteration k leaves behind meets iteration
+k+1), like mypy's binder before it iterates to a fixed point.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+_TRY_STAR = getattr(ast, "TryStar", None)  # Python 3.11+
+_TRIES: tuple[type, ...] = (ast.Try, _TRY_STAR) if _TRY_STAR is not None else (ast.Try,)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_WITHS = (ast.With, ast.AsyncWith)
+
+
+class FlowState:
+    """Transfer functions of one analysis; every hook defaults to doing nothing."""
+
+    loop_passes = 2
+
+    def simple(self, stmt: ast.stmt) -> None:
+        """A statement without blocks: assignments, expressions, return, del, raise, ..."""
+
+    def header(self, expr: ast.expr, stmt: ast.stmt) -> None:
+        """An expression a compound statement evaluates before its blocks (test, iterable,
+        context manager, match subject, case guard)."""
+
+    def definition(self, stmt: ast.stmt) -> None:
+        """A nested function or class: its own scope."""
+
+    def enter_with(self, stmt: ast.With | ast.AsyncWith) -> None:
+        """After the context expressions, before the body."""
+
+    def exit_with(self, stmt: ast.With | ast.AsyncWith) -> None:
+        """After the body."""
+
+    def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        """Before the first pass over the body (after the iterable or first test)."""
+
+    def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
+        """At the start of each pass: the loop variable gets a new value."""
+
+    def exit_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        """After the last pass, before the `else` block."""
+
+    def fork(self, stmt: ast.stmt) -> Any:
+        """Before alternatives: what each branch starts from (kept by the walker)."""
+        return None
+
+    def branch(self, stmt: ast.stmt, index: int, start: Any) -> None:
+        """At the start of alternative ``index`` of ``stmt``."""
+
+    def join(self, stmt: ast.stmt, start: Any) -> None:
+        """After all alternatives of ``stmt``."""
+
+    def begin_block(self, body: list[ast.stmt]) -> None:
+        """At the start of a statement list."""
+
+    def before(self, stmt: ast.stmt) -> None:
+        """Before any statement of a block."""
+
+    def after(self, stmt: ast.stmt) -> None:
+        """After any statement of a block."""
+
+    def end_block(self, body: list[ast.stmt]) -> None:
+        """At the end of a statement list."""
+
+
+def walk(state: FlowState, body: list[ast.stmt]) -> None:
+    """Run ``state`` over ``body`` in execution order."""
+    _Walker(state).block(body)
+
+
+class _Walker:
+    def __init__(self, state: FlowState) -> None:
+        self.state = state
+
+    def block(self, body: list[ast.stmt]) -> None:
+        state = self.state
+        state.begin_block(body)
+        for stmt in body:
+            state.before(stmt)
+            self.stmt(stmt)
+            state.after(stmt)
+        state.end_block(body)
+
+    def stmt(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, _DEFINITIONS):
+            self.state.definition(stmt)
+        elif isinstance(stmt, ast.If):
+            self.state.header(stmt.test, stmt)
+            self.alternatives(stmt, [stmt.body, stmt.orelse])
+        elif isinstance(stmt, _LOOPS):
+            self.loop(stmt)
+        elif isinstance(stmt, _WITHS):
+            self.with_(stmt)
+        elif isinstance(stmt, _TRIES):
+            self.block(stmt.body)
+            self.alternatives(stmt, [*(handler.body for handler in stmt.handlers), stmt.orelse])
+            self.block(stmt.finalbody)
+        elif isinstance(stmt, ast.Match):
+            self.match(stmt)
+        else:
+            self.state.simple(stmt)
+
+    def alternatives(self, stmt: ast.stmt, bodies: list[list[ast.stmt]]) -> None:
+        state = self.state
+        start = state.fork(stmt)
+        for index, body in enumerate(bodies):
+            state.branch(stmt, index, start)
+            self.block(body)
+        state.join(stmt, start)
+
+    def loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        state = self.state
+        state.header(stmt.test if isinstance(stmt, ast.While) else stmt.iter, stmt)
+        state.enter_loop(stmt)
+        for _ in range(state.loop_passes):
+            if not isinstance(stmt, ast.While):
+                state.loop_target(stmt)
+            self.block(stmt.body)
+        state.exit_loop(stmt)
+        self.block(stmt.orelse)
+
+    def with_(self, stmt: ast.With | ast.AsyncWith) -> None:
+        state = self.state
+        for item in stmt.items:
+            state.header(item.context_expr, stmt)
+        state.enter_with(stmt)
+        self.block(stmt.body)
+        state.exit_with(stmt)
+
+    def match(self, stmt: ast.Match) -> None:
+        state = self.state
+        state.header(stmt.subject, stmt)
+        start = state.fork(stmt)
+        for index, case in enumerate(stmt.cases):
+            state.branch(stmt, index, start)
+            if case.guard is not None:
+                state.header(case.guard, stmt)
+            self.block(case.body)
+        state.join(stmt, start)

@@ -1,0 +1,74 @@
+"""What every walker of one file shares: the tree, imports, definitions, class knowledge,
+positions, and the enabled rules' hooks."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import TYPE_CHECKING
+
+from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.detectors import Hooks
+from graphlint.checkers.machinery.model import ModuleSummary
+from graphlint.checkers.machinery.names import ImportMap, canonical
+
+if TYPE_CHECKING:
+    from graphlint.checkers.machinery.binder import FunctionWalker
+    from graphlint.checkers.machinery.replay_flow import Capture
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+class ModuleState:
+    """What every function walker of one file shares: imports, definitions, class knowledge."""
+
+    def __init__(self, tree: ast.Module, module: str, is_package: bool, lines: list[str], hooks: Hooks) -> None:
+        self.tree = tree
+        self.hooks = hooks
+        self.module = module
+        self.lines = lines
+        self.imports = ImportMap(module, is_package)
+        self.summary = ModuleSummary(module=module)
+        self.defs: dict[str, str] = {}  # module-level function/class name -> qualname
+        self.module_env: dict[str, T.Ty] = {}
+        self.module_assigned: set[str] = set()
+        self.class_attrs: dict[str, dict[str, T.Ty]] = {}
+        self.class_nodes: dict[str, ast.ClassDef] = {}
+        self.registered_generators: set[str] = set()
+        self.graphed_modules: set[str] = set()
+        self.captures: list[Capture] = []
+        self.walkers: list[FunctionWalker] = []
+        self.calls_by_span: dict[tuple[int, int, int, int], ast.Call] = {}  # optimizer constructors
+        self.side_stream_attributes: dict[str, dict[str, str]] = {}  # class -> attr -> stream (stream flow)
+
+    # -- positions ---------------------------------------------------------------------
+    def column(self, line: int, byte_offset: int) -> int:
+        """ast columns count UTF-8 bytes; findings count characters, 1-based."""
+        if 1 <= line <= len(self.lines):
+            text = self.lines[line - 1]
+            if not text.isascii():
+                return len(text.encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
+        return byte_offset + 1
+
+    def span(self, node: ast.AST) -> tuple[int, int, int, int]:
+        line = node.lineno
+        end_line = node.end_lineno or line
+        return (
+            line,
+            self.column(line, node.col_offset),
+            end_line,
+            self.column(end_line, node.end_col_offset if node.end_col_offset is not None else node.col_offset),
+        )
+
+    # -- names -------------------------------------------------------------------------
+    def resolve_parts(self, parts: list[str]) -> str | None:
+        root = parts[0]
+        if root in self.defs:
+            base = self.defs[root]
+        elif root in self.imports.names:
+            base = self.imports.names[root]
+        elif root in _BUILTINS and root not in self.module_assigned:
+            base = root
+        else:
+            return None
+        return canonical(".".join([base, *parts[1:]]))

@@ -1,0 +1,167 @@
+"""The file phase: one pass over a module's syntax tree into a `ModuleSummary`.
+
+It resolves names through imports, gives values a kind (tensor, stream, optimizer, ...),
+finds the places that may be capture regions, records every call it can name for the
+call graph, and raises the events the enabled rules' detectors answer, which collect
+candidate hazards. It never looks at another file: cross-file questions are left as
+symbolic references for the project phase.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from graphlint.checkers.machinery import replay_flow, runner_trace, stream_flow
+from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.detectors import hooks_for, static_codes
+from graphlint.checkers.machinery.model import ClassSummary, ModuleSummary
+from graphlint.checkers.machinery.module_state import ModuleState
+from graphlint.checkers.machinery.names import dotted_parts, source_text
+from graphlint.checkers.machinery.syntax import (
+    FUNCTION_NODES,
+    all_statements,
+    bound_names,
+    is_self_attr,
+    module_level_statements,
+    statements,
+)
+from graphlint.checkers.machinery.value_inference import GRAPHED_CALLABLES
+
+
+class FileSummarizer:
+    """Builds the `ModuleSummary` of one parsed file."""
+
+    def __init__(
+        self, tree: ast.Module, module: str, is_package: bool, source: str, codes: frozenset[str] | None = None
+    ) -> None:
+        self.source = source
+        hooks = hooks_for(static_codes() if codes is None else codes)
+        self.state = ModuleState(tree, module, is_package, source.splitlines(), hooks)
+
+    def run(self) -> ModuleSummary:
+        st = self.state
+        self._collect_imports_and_defs()
+        self._prescan_module_env()
+        self._prescan_classes()
+        self._prescan_file_facts()
+        module_fn = FunctionWalker(st, f"{st.module}.<module>", "<module>", None, st.tree, outer=None)
+        module_fn.walk_body(st.tree.body)
+        if st.hooks.listens_to(runner_trace.EVENTS):
+            runner_trace.record(st)
+        if st.hooks.listens_to(replay_flow.EVENTS):
+            replay_flow.analyze(st, self.source)
+        if st.hooks.listens_to(stream_flow.EVENTS):
+            stream_flow.analyze(st, self.source)
+        return st.summary
+
+    def _collect_imports_and_defs(self) -> None:
+        st = self.state
+        self._graphed_calls: list[ast.Call] = []
+        for node in all_statements(st.tree.body):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                st.imports.add(node)
+        # Whole-tree scans only for files that mention what they look for.
+        if "register_generator_state" in self.source or "make_graphed_callables" in self.source:
+            for node in ast.walk(st.tree):
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    tail = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                    if tail == "register_generator_state" and node.args:
+                        st.registered_generators.add(source_text(node.args[0]))
+                    elif tail == "make_graphed_callables":
+                        self._graphed_calls.append(node)
+        for node in module_level_statements(st.tree.body):
+            if isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
+                st.defs[node.name] = f"{st.module}.{node.name}"
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for name in bound_names(target):
+                        st.module_assigned.add(name)
+        # Module-level aliases (`X = other.thing`, re-exported imports) for the project phase.
+        for local, dotted in st.imports.names.items():
+            st.summary.aliases[local] = dotted
+
+    def _prescan_module_env(self) -> None:
+        """Module-level values that functions read as globals (model, opt, g, static_x, ...)."""
+        st = self.state
+        walker = FunctionWalker(st, f"{st.module}.<module>", "<module>", None, st.tree, outer=None, record=False)
+        for node in module_level_statements(st.tree.body):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                ty = walker.ty(node.value)
+                if ty is not None:
+                    st.module_env[node.targets[0].id] = ty
+                parts = dotted_parts(node.value)
+                if parts is not None:
+                    resolved = st.resolve_parts(parts)
+                    if resolved:
+                        st.summary.aliases[node.targets[0].id] = resolved
+
+    def _prescan_classes(self) -> None:
+        st = self.state
+        for node, qualname in _classes(st.tree.body, st.module):
+            st.class_nodes[qualname] = node
+            methods = {}
+            for item in node.body:
+                if isinstance(item, FUNCTION_NODES):
+                    methods[item.name] = f"{qualname}.{item.name}"
+            bases = []
+            for base in node.bases:
+                parts = dotted_parts(base)
+                resolved = st.resolve_parts(parts) if parts else None
+                if resolved:
+                    bases.append(resolved)
+            st.class_attrs[qualname] = {}
+            st.summary.classes[qualname] = ClassSummary(qualname, bases, methods, {})
+        # Attribute kinds from `self.x = ...` in every method, __init__ first.
+        for qualname, node in st.class_nodes.items():
+            attrs = st.class_attrs[qualname]
+            methods = sorted(
+                (item for item in node.body if isinstance(item, FUNCTION_NODES)),
+                key=lambda item: item.name != "__init__",
+            )
+            for method in methods:
+                walker = FunctionWalker(
+                    st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False
+                )
+                for stmt in statements(method.body):
+                    if isinstance(stmt, ast.Assign):
+                        ty = None
+                        for target in stmt.targets:
+                            if is_self_attr(target) and target.attr not in attrs:
+                                ty = ty or walker.ty(stmt.value)
+                                if ty is not None:
+                                    attrs[target.attr] = ty
+                    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None and is_self_attr(stmt.target):
+                        ty = walker.ty(stmt.value) or walker.annotation_ty(stmt.annotation)
+                        if ty is not None:
+                            attrs.setdefault(stmt.target.attr, ty)
+            summary = st.summary.classes[qualname]
+            for attr, ty in attrs.items():
+                if ty.kind == T.INSTANCE and ty.ref:
+                    summary.attr_classes[attr] = ty.ref
+
+    def _prescan_file_facts(self) -> None:
+        """Modules passed to make_graphed_callables anywhere in the file (for GL113)."""
+        st = self.state
+        for node in self._graphed_calls:
+            parts = dotted_parts(node.func)
+            if (st.resolve_parts(parts) if parts else None) not in GRAPHED_CALLABLES:
+                continue
+            first = node.args[0] if node.args else T.keyword(node, "callables") or T.keyword(node, "modules")
+            if first is not None:
+                elements = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
+                for element in elements:
+                    st.graphed_modules.add(source_text(element))
+
+
+def _classes(body: list[ast.stmt], prefix: str) -> Iterator[tuple[ast.ClassDef, str]]:
+    for stmt in module_level_statements(body):
+        if isinstance(stmt, ast.ClassDef):
+            qualname = f"{prefix}.{stmt.name}"
+            yield stmt, qualname
+            for inner in stmt.body:
+                if isinstance(inner, ast.ClassDef):
+                    yield inner, f"{qualname}.{inner.name}"

@@ -1,0 +1,159 @@
+"""What a call runs, as far as one file can tell: symbolic call targets for the project phase.
+
+A mixin of the binder (`FunctionWalker`): it reads the binder's value kinds and names. The
+target forms are described on `CallRef`; captured callables (make_graphed_callables,
+torch.compile in a cudagraph mode) become `EntryRef`s, and calls in a capture region that
+cannot be named are kept as `OpaqueCall`s for `graphlint captures`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.model import COMPILE, GRAPH, EntryRef, OpaqueCall
+from graphlint.checkers.machinery.names import LIBRARY_ROOTS
+from graphlint.checkers.machinery.value_inference import GRAPHED_CALLABLES, is_compile_capture
+
+_LIBRARY_PREFIXES = ("torch.", "numpy.", "math.", "os.", "sys.")
+
+
+class CallTargets:
+    """Call-target resolution for the binder (see the module docstring)."""
+
+    def call_target(self, call: ast.Call) -> str | None:
+        func = call.func
+        if isinstance(func, ast.Name):
+            return self._name_target(func)
+        if isinstance(func, ast.Attribute):
+            return self._attribute_target(func)
+        if isinstance(func, ast.Subscript):
+            container = self.ty(func.value)
+            if container is not None and container.element:
+                return f"i:{container.element}"
+        return None
+
+    def _name_target(self, func: ast.Name) -> str | None:
+        for walker in self.chain():
+            if func.id in walker.local_defs:
+                return f"f:{walker.local_defs[func.id]}"
+        ty = self.lookup(func.id)
+        if ty is not None:
+            if ty.kind == T.INSTANCE and ty.ref:
+                return f"i:{ty.ref}"
+            if ty.kind == T.FUNCTION and ty.ref:
+                return function_ref(ty.ref)
+            return None
+        if func.id in self.summary.params:
+            return f"p:{func.id}"
+        name = self.resolve(func)
+        if name is None or "." not in name:
+            return None
+        return f"f:{name}"
+
+    def _attribute_target(self, func: ast.Attribute) -> str | None:
+        value = func.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
+            return f"s:{self.class_qualname}:{func.attr}" if self.class_qualname else None
+        receiver = self.ty(value)
+        if receiver is not None:
+            if receiver.kind == T.INSTANCE and receiver.ref:
+                return f"m:{receiver.ref}:{func.attr}"
+            return None
+        if isinstance(value, ast.Name) and value.id in self.summary.params:
+            return f"pm:{value.id}:{func.attr}"
+        name = self.resolve(func)
+        if name is not None and not name.startswith(_LIBRARY_PREFIXES):
+            return f"f:{name}"
+        return None
+
+    def typed_args(self, call: ast.Call) -> tuple[tuple[str, str], ...]:
+        """Arguments whose class is known, so a callee's parameter calls can be resolved."""
+        typed = []
+        keyed = [(str(i), a) for i, a in enumerate(call.args) if not isinstance(a, ast.Starred)]
+        keyed += [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
+        for key, value in keyed:
+            ty = self.ty(value)
+            if ty is not None and ty.kind == T.INSTANCE and ty.ref:
+                typed.append((key, f"c:{ty.ref}"))
+            elif ty is None and isinstance(value, ast.Name) and value.id in self.summary.params:
+                typed.append((key, f"p:{value.id}"))
+        return tuple(typed)
+
+    def callable_ref(self, node: ast.expr) -> str | None:
+        """What calling ``node`` runs: a function, an instance's forward, a bound method."""
+        ty = self.ty(node)
+        if ty is not None:
+            if ty.kind == T.INSTANCE and ty.ref:
+                return f"i:{ty.ref}"
+            if ty.kind == T.FUNCTION and ty.ref:
+                return function_ref(ty.ref)
+            return f"i:{ty.element}" if ty.element else None
+        if isinstance(node, ast.Attribute):
+            receiver = self.ty(node.value)
+            if receiver is not None and receiver.kind == T.INSTANCE and receiver.ref:
+                return f"m:{receiver.ref}:{node.attr}"
+        if isinstance(node, ast.Name):
+            for walker in self.chain():
+                if node.id in walker.local_defs:
+                    return f"f:{walker.local_defs[node.id]}"
+        name = self.resolve(node)
+        return f"f:{name}" if name else None
+
+    # -- captured callables ------------------------------------------------------------------
+    def note_entries(self, call: ast.Call, name: str | None) -> None:
+        """make_graphed_callables(f), torch.compile(f, mode=...), model.compile(mode=...)."""
+        if name in GRAPHED_CALLABLES:
+            first = call.args[0] if call.args else T.keyword(call, "callables") or T.keyword(call, "modules")
+            if first is not None:
+                self._entry_targets(first, call, "graphed")
+        elif name == "torch.compile" and call.args and is_compile_capture(call):
+            self._entry_targets(call.args[0], call, COMPILE)
+        elif (
+            isinstance(call.func, ast.Call)
+            and call.args
+            and self.resolve(call.func.func) == "torch.compile"
+            and not call.func.args
+            and is_compile_capture(call.func)
+        ):
+            self._entry_targets(call.args[0], call, COMPILE)  # torch.compile(mode="reduce-overhead")(step)
+        elif isinstance(call.func, ast.Attribute) and call.func.attr == "compile" and is_compile_capture(call):
+            receiver = self.ty(call.func.value)
+            if receiver is not None and receiver.kind == T.INSTANCE:
+                self._entry_targets(call.func.value, call, COMPILE)
+
+    def _entry_targets(self, node: ast.expr, call: ast.Call, kind: str) -> None:
+        elements = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
+        if isinstance(node, ast.Call) and self.resolve(node.func) in ("tuple", "list") and node.args:
+            container = self.ty(node.args[0])
+            if container is not None and container.element:
+                self._add_entry(f"i:{container.element}", call, kind)
+            return
+        for element in elements:
+            target = self.callable_ref(element)
+            if target is not None:
+                self._add_entry(target, call, kind)
+            elif self.record:
+                self.opaque(element, call, COMPILE if kind == COMPILE else GRAPH)
+
+    def _add_entry(self, target: str, call: ast.Call, kind: str) -> None:
+        if self.record:
+            region_kind = COMPILE if kind == COMPILE else GRAPH
+            self.st.summary.entries.append(EntryRef(target, call.lineno, region_kind, self.display, True))
+
+    def opaque(self, callee: ast.expr, call: ast.Call, kind: str) -> None:
+        """Remember a callable graphlint cannot name, for `graphlint captures` (not library calls)."""
+        name = self.resolve(callee)
+        if name is not None and (name.partition(".")[0] in LIBRARY_ROOTS or "." not in name):
+            return
+        text = ast.unparse(callee)
+        parameter = isinstance(callee, ast.Name) and callee.id in self.summary.params
+        self.st.summary.opaque.append(OpaqueCall(text[:80], call.lineno, self.regions, kind, self.display, parameter))
+
+
+def function_ref(ref: str) -> str:
+    """The call target of a FUNCTION value's ref (`pkg.f`, or `pkg.Class:method` for a bound method)."""
+    if ":" in ref:
+        owner, method = ref.split(":", 1)
+        return f"m:{owner}:{method}"
+    return f"f:{ref}"

@@ -1,0 +1,67 @@
+"""What the capture rules (GL1xx) share: is a value possibly a tensor, a short display, and
+the fix that adds a keyword argument to a call."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.names import source_text
+from graphlint.findings import Edit, Fix
+
+if TYPE_CHECKING:
+    from graphlint.checkers.machinery.binder import FunctionWalker
+    from graphlint.checkers.machinery.module_state import ModuleState
+
+NOT_A_TENSOR = frozenset(
+    {T.PY, T.STREAM, T.EVENT, T.GRAPH, T.GENERATOR, T.OPTIMIZER, T.SCALER, T.MODULE, T.GRAPHED, T.INSTANCE, T.FUNCTION}
+)
+
+
+def maybe_tensor(ty: T.Ty | None) -> bool:
+    """Could this receiver be a tensor? Unknown receivers count; known non-tensors do not."""
+    return ty is None or ty.kind not in NOT_A_TENSOR
+
+
+def arg_is_tensor(w: FunctionWalker, node: ast.expr) -> bool:
+    ty = w.ty(node)
+    return ty is not None and ty.tensorish
+
+
+def method_of(call: ast.Call) -> tuple[str | None, str]:
+    """``(method, receiver text)`` of `receiver.method(...)`; ``(None, "")`` for other calls."""
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr, source_text(func.value)
+    return None, ""
+
+
+def receiver_kind(w: FunctionWalker, call: ast.Call) -> T.Ty | None:
+    func = call.func
+    return w.ty(func.value) if isinstance(func, ast.Attribute) else None
+
+
+def short(node: ast.AST, limit: int = 40) -> str:
+    text = source_text(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def keyword_fix(state: ModuleState, call: ast.Call, keyword: str, value: str, message: str) -> Fix:
+    """Add ``keyword=value`` to ``call`` (or set it, if the call already passes it).
+
+    The edit goes right after the last argument, so trailing commas and comments inside
+    the parentheses stay valid.
+    """
+    applicability = "safe" if keyword == "cache_enabled" else "unsafe"
+    existing = next((kw for kw in call.keywords if kw.arg == keyword), None)
+    if existing is not None:
+        line, col, end_line, end_col = state.span(existing.value)
+        return Fix(applicability, message, (Edit(line, col, end_line, end_col, value),))
+    parts = [*call.args, *call.keywords]
+    if parts:
+        last = max(parts, key=lambda p: (p.end_lineno or 0, p.end_col_offset or 0))
+        _, _, end_line, end_col = state.span(last)
+        return Fix(applicability, message, (Edit(end_line, end_col, end_line, end_col, f", {keyword}={value}"),))
+    _, _, end_line, end_col = state.span(call)
+    return Fix(applicability, message, (Edit(end_line, end_col - 1, end_line, end_col - 1, f"{keyword}={value}"),))

@@ -1,0 +1,56 @@
+"""GL102 data-dependent-control-flow."""
+
+from __future__ import annotations
+
+import ast
+
+from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.model import COMPILE, GRAPH
+from graphlint.checkers.rules.capture.common import short
+from graphlint.registry import Rule, declare
+
+RULE = declare(
+    Rule(
+        code="GL102",
+        default_set_note=(
+            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 7 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
+        ),
+        name="data-dependent-control-flow",
+        summary=(
+            "`if`, `while`, `assert` or a conditional expression whose test is a tensor "
+            "(`if x.sum() > 0:`, `if torch.any(m):`, `while err > tol:`) in capture."
+        ),
+        why=(
+            "Python must read the tensor to choose a branch: a host sync that fails the "
+            "capture. Where it does not fail, the branch taken at capture is frozen into the "
+            "graph and every replay takes it, whatever the data says."
+        ),
+        example="""
+            with torch.cuda.graph(g):
+                y = model(x)
+                if y.abs().max() > 10:
+                    y = y / 10
+        """,
+        use_instead="""
+            with torch.cuda.graph(g):
+                y = model(x)
+                scale = torch.where(y.abs().amax() > 10, 0.1, 1.0)
+                y = y * scale
+        """,
+        consequences={
+            GRAPH: "deciding the branch needs a host sync, and the branch taken at capture is frozen into the graph",
+            COMPILE: "torch.compile breaks the graph on data-dependent control flow (cudagraphs skipped for this part)",
+        },
+    )
+)
+
+
+class DataDependentControlFlow(Detector):
+    rule = RULE
+
+    def on_test(self, w: FunctionWalker, test: ast.expr, what: str) -> None:
+        """A tensor-valued test of ``if``/``while``/``assert``/conditional expressions."""
+        ty = w.ty(test)
+        if ty is not None and ty.tensorish:
+            w.hazard(RULE.code, test, f"`{what}` on a tensor-valued condition `{short(test)}`")

@@ -1,0 +1,68 @@
+"""GL104 host-to-device-copy-in-capture."""
+
+from __future__ import annotations
+
+import ast
+
+from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.model import COMPILE, GRAPH
+from graphlint.checkers.rules.capture.common import method_of, receiver_kind
+from graphlint.registry import Rule, declare
+
+RULE = declare(
+    Rule(
+        code="GL104",
+        default_set_note=(
+            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 7 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
+        ),
+        name="host-to-device-copy-in-capture",
+        summary=(
+            "`torch.tensor(...)`, `torch.as_tensor`, `torch.from_numpy` onto the GPU, or "
+            "`.cuda()`/`.to('cuda')` of host data, in capture."
+        ),
+        why=(
+            "The host value is copied once, at capture, and baked into the graph: every "
+            "replay reuses it. Copies from pageable host memory also fail the capture."
+        ),
+        example="""
+            with torch.cuda.graph(g):
+                scale = torch.tensor([lr], device="cuda")
+                out = x * scale
+        """,
+        use_instead="""
+            static_scale = torch.tensor([lr], device="cuda")
+            with torch.cuda.graph(g):
+                out = x * static_scale
+            static_scale.fill_(new_lr)  # update before replay
+        """,
+        consequences={
+            GRAPH: "the host value is copied once at capture and every replay reuses it",
+            COMPILE: "under torch.compile the host data is baked in as a constant or cudagraphs are skipped (CPU input)",
+        },
+    )
+)
+
+_LEGACY_CUDA_CONSTRUCTORS = frozenset(
+    f"torch.cuda.{name}Tensor"
+    for name in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Byte", "Bool")
+)
+
+
+class HostToDeviceCopy(Detector):
+    rule = RULE
+
+    def on_Call(self, w: FunctionWalker, call: ast.Call, name: str | None) -> None:
+        device = T.keyword(call, "device")
+        if T.is_host_factory(name) and name != "torch.from_numpy" and device is not None:
+            if not T.device_is_host(device):
+                w.hazard(RULE.code, call, f"`{name}(...)` copies host data onto the GPU")
+        elif name in _LEGACY_CUDA_CONSTRUCTORS and call.args:
+            w.hazard(RULE.code, call, f"`{name}(...)` copies host data onto the GPU")
+        elif name is None:
+            method, _ = method_of(call)
+            kind = receiver_kind(w, call)
+            if method in ("cuda", "to") and kind is not None and kind.kind == T.HOST:
+                if method == "cuda" or T.call_targets_device(call):
+                    w.hazard(RULE.code, call, f"`.{method}()` copies host data onto the GPU")

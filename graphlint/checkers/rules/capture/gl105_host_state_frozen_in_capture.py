@@ -1,0 +1,97 @@
+"""GL105 host-state-frozen-in-capture."""
+
+from __future__ import annotations
+
+import ast
+
+from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.model import COMPILE, GRAPH
+from graphlint.checkers.machinery.names import source_text
+from graphlint.registry import Rule, declare
+
+RULE = declare(
+    Rule(
+        code="GL105",
+        preview=True,
+        preview_reason=(
+            "On the real-code corpus (benchmarks/corpus: vLLM, SGLang, Megatron-core, TransformerEngine, DeepSpeed, tensordict, torchrl, torchtitan, torchao; 10,640 files) it reported 1 finding, not a hazard: a test model's call counter that the test reads on purpose to prove replay skips Python. 0 of 1 is below the 90% bar, and one finding is too few to vouch for the rule."
+        ),
+        name="host-state-frozen-in-capture",
+        summary=(
+            "Calls into `time`, `random` and `numpy.random`, and augmented assignment to Python "
+            "state (`self.step += 1`, global counters), in capture."
+        ),
+        why=(
+            "Host code runs once, while capturing. Every replay reuses the value it had then: "
+            "the clock never moves, the random draw never changes, the counter stays at one."
+        ),
+        example="""
+            def forward(self, x):
+                self.calls += 1
+                noise = random.random()
+                return x * noise
+        """,
+        use_instead="""
+            def forward(self, x):
+                self.calls_t += 1  # a device tensor: updated on every replay
+                noise = torch.rand((), device=x.device)
+                return x * noise
+        """,
+        consequences={
+            GRAPH: "host code runs once at capture; every replay reuses the value it produced then",
+            COMPILE: "torch.compile traces host state once and guards on it, recompiling or freezing the value",
+        },
+    )
+)
+
+_HOST_STATE_MODULES = ("time.", "random.", "numpy.random.", "datetime.datetime.now", "datetime.datetime.utcnow")
+_OPERATORS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.BitOr: "|",
+    ast.BitAnd: "&",
+    ast.BitXor: "^",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.MatMult: "@",
+}
+
+
+class HostStateFrozen(Detector):
+    rule = RULE
+
+    def on_Call(self, w: FunctionWalker, call: ast.Call, name: str | None) -> None:
+        if name and name.startswith(_HOST_STATE_MODULES):
+            w.hazard(RULE.code, call, f"`{name}()` is evaluated once, at capture")
+
+    def on_AugAssign(self, w: FunctionWalker, node: ast.AugAssign) -> None:
+        """``self.step += 1`` and global counters update host state once, at capture."""
+        target = node.target.value if isinstance(node.target, ast.Subscript) else node.target
+        ty = w.ty(target)
+        if ty is not None and ty.tensorish:
+            return
+        op = _OPERATORS.get(type(node.op), "?")
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+            w.hazard(RULE.code, node, f"`{source_text(node.target)} {op}= ...` updates Python state")
+        elif isinstance(target, ast.Name) and w.is_global_name(target.id):
+            w.hazard(RULE.code, node, f"`{target.id} {op}= ...` updates a global Python counter")
+
+    def on_Assign(self, w: FunctionWalker, node: ast.Assign) -> None:
+        """`self.steps = self.steps + 1`, the spelled-out form of an augmented update."""
+        if len(node.targets) != 1 or not isinstance(node.value, ast.BinOp):
+            return
+        target = node.targets[0]
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+            return
+        text = source_text(target)
+        if not any(isinstance(n, ast.Attribute) and source_text(n) == text for n in ast.walk(node.value)):
+            return
+        if any(ty is not None and ty.tensorish for ty in (w.ty(target), w.ty(node.value))):
+            return  # a tensor counter updated on the device: replayed every time
+        w.hazard(RULE.code, node, f"`{text} = {text} ...` updates Python state")

@@ -1,0 +1,1 @@
+"""GL2xx: what happens around replay: kept outputs, rebound or reallocated inputs."""

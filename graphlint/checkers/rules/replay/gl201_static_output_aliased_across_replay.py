@@ -1,0 +1,97 @@
+"""GL201 static-output-aliased-across-replay."""
+
+from __future__ import annotations
+
+from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.names import source_text
+from graphlint.checkers.machinery.project import ProjectReporter
+from graphlint.checkers.machinery.replay_flow import KeptOutputRead, OutputStoredInLoop, OutputYieldedInLoop
+from graphlint.checkers.machinery.runner_trace import RunnerOutputKept, RunnerOutputStored
+from graphlint.checkers.rules.replay.common import clone_fix, clone_fix_at
+from graphlint.registry import Rule, declare
+
+RULE = declare(
+    Rule(
+        code="GL201",
+        default_set_note=(
+            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 12 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
+        ),
+        name="static-output-aliased-across-replay",
+        fix="safe",
+        summary=(
+            "A tensor bound in a capture (a static output), or the output of a graphed callable "
+            "or of a function that replays and returns one, kept without `.clone()` (in another "
+            "name, a container, an attribute, or yielded from a replay loop) and read after a "
+            "later replay or call."
+        ),
+        why=(
+            "Every replay writes its outputs into the same memory. A kept reference is not a "
+            "snapshot: after the next replay it silently holds the newest values, so a list of "
+            "per-batch results ends up with the last batch repeated."
+        ),
+        example="""
+            results = []
+            for batch in loader:
+                static_x.copy_(batch)
+                g.replay()
+                results.append(static_out)
+        """,
+        use_instead="""
+            results = []
+            for batch in loader:
+                static_x.copy_(batch)
+                g.replay()
+                results.append(static_out.clone())
+        """,
+    )
+)
+
+
+class StaticOutputAliased(Detector):
+    rule = RULE
+
+    def on_KeptOutputRead(self, w: FunctionWalker, event: KeptOutputRead) -> None:
+        w.hazard(
+            RULE.code,
+            event.node,
+            f"`{source_text(event.node)}` keeps a static output of graph `{event.graph}` that a later replay "
+            f"overwrites before it is read (line {event.read_line})",
+            fix=clone_fix(w, event.node),
+            always=True,
+        )
+
+    def on_OutputYieldedInLoop(self, w: FunctionWalker, event: OutputYieldedInLoop) -> None:
+        w.hazard(
+            RULE.code,
+            event.node,
+            f"static output `{source_text(event.node)}` of graph `{event.graph}` is yielded from a replay "
+            "loop: the consumer's reference is overwritten by the next replay",
+            fix=clone_fix(w, event.node),
+            always=True,
+        )
+
+    def on_OutputStoredInLoop(self, w: FunctionWalker, event: OutputStoredInLoop) -> None:
+        w.hazard(
+            RULE.code,
+            event.node,
+            f"static output `{source_text(event.node)}` of graph `{event.graph}` is stored in `{event.holder}` "
+            "inside a replay loop: every element ends up holding the last replay's values",
+            fix=clone_fix(w, event.node),
+            always=True,
+        )
+
+    # -- across files: a runner's result kept by its caller ------------------------------------
+    def on_RunnerOutputKept(self, reporter: ProjectReporter, event: RunnerOutputKept) -> None:
+        message = (
+            f"the result of this call is a static output of graph `{event.graph}`, kept in "
+            f"`{event.name}` and read on line {event.read_line} after a later call overwrote it"
+        )
+        reporter.report(RULE, event.span, message, clone_fix_at(event.span))
+
+    def on_RunnerOutputStored(self, reporter: ProjectReporter, event: RunnerOutputStored) -> None:
+        message = (
+            f"`{event.name}` is a static output of graph `{event.graph}` stored in a container inside a loop "
+            "that calls the runner again: every element ends up holding the last call's values"
+        )
+        reporter.report(RULE, event.span, message, clone_fix_at(event.span))

@@ -1,0 +1,1 @@
+"""GL3xx: side streams and the caching allocator: releases, hand-offs, host reads."""

@@ -1,0 +1,24 @@
+"""What the stream rules (GL3xx) share: the `record_stream` fix."""
+
+from __future__ import annotations
+
+import ast
+
+from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.stream_flow import MAIN
+from graphlint.findings import Edit, Fix
+
+
+def record_stream_fix(w: FunctionWalker, statement: ast.stmt, name: str, stream: str) -> Fix | None:
+    """Insert `x.record_stream(s)` after the last statement that used `x` on `s`."""
+    if statement.end_lineno is None:
+        return None
+    if stream == MAIN:
+        stream = "torch.cuda.current_stream()"
+    _, _, end_line, end_col = w.st.span(statement)
+    indent = " " * statement.col_offset
+    return Fix(
+        "unsafe",
+        f"tell the allocator `{stream}` uses `{name}`: `{name}.record_stream({stream})`",
+        (Edit(end_line, end_col, end_line, end_col, f"\n{indent}{name}.record_stream({stream})"),),
+    )

@@ -1,4 +1,5 @@
-"""Shared helpers: run the real `graphlint` entry point in-process or as a subprocess."""
+"""Shared helpers: run the real `graphlint` entry point in-process or as a subprocess; the
+`--update-snapshots` option of the fixture snapshots (tests/finding_snapshots.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from finding_snapshots import REWRITTEN, updating
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -82,6 +85,28 @@ def write_tree(tmp_path: Path):
 
 
 pytest_plugins = ["pytester"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-snapshots",
+        action="store_true",
+        help="rewrite the fixture snapshots (fixtures/rules/**/*.snap) instead of failing on a difference",
+    )
+
+
+@pytest.fixture
+def update_snapshots(request: pytest.FixtureRequest) -> bool:
+    """Whether snapshot tests rewrite their snapshots (`--update-snapshots` or GRAPHLINT_UPDATE_SNAPSHOTS=1)."""
+    return updating(request.config.getoption("--update-snapshots"))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Name every snapshot a run rewrote, so the update is reviewed rather than trusted."""
+    if REWRITTEN:
+        terminalreporter.section("snapshots rewritten")
+        for path in sorted(REWRITTEN):
+            terminalreporter.write_line(str(path.relative_to(ROOT)))
 
 
 def plugin_args() -> list[str]:

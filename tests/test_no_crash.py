@@ -82,7 +82,7 @@ def _boom_on(path_part: str, real):
 def test_project_phase_failure_is_gl002_on_that_file_and_the_run_goes_on(
     write_tree, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    from graphlint.checkers.project import Project
+    from graphlint.checkers.machinery.project import Project
 
     root = write_tree({"bad.py": TWO_CAPTURES, "good.py": TWO_CAPTURES})
     monkeypatch.setattr(Project, "_judge", _boom_on("bad.py", Project._judge))
@@ -104,7 +104,7 @@ def test_project_phase_failure_is_gl002_on_that_file_and_the_run_goes_on(
 
 
 def test_file_phase_failure_is_gl002_not_a_parse_error(write_tree, monkeypatch: pytest.MonkeyPatch) -> None:
-    from graphlint.checkers.summarize import FileSummarizer
+    from graphlint.checkers.machinery.summarize import FileSummarizer
 
     real = FileSummarizer.run
 

@@ -164,7 +164,7 @@ def test_every_fixture_file_opens_with_what_it_tests() -> None:
 
 def test_every_snapshot_belongs_to_a_case() -> None:
     """A snapshot left behind by a renamed or deleted case would never be compared again."""
-    cases = {case for _, case in _cases()}
+    cases = {param.values[1] for param in _cases()}
     for snapshot in sorted(RULES_DIR.rglob("*.snap")):
         assert snapshot.with_suffix("") in cases, f"{snapshot.relative_to(RULES_DIR)} has no fixture case beside it"
 

@@ -57,7 +57,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"graphlint {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_check_parser(commands)
+    _add_sanitize_parser(commands)
+    captures_parser = commands.add_parser(
+        "captures", help="list every capture region found, what it captures and how much code it reaches"
+    )
+    _add_project_options(captures_parser, formats=("text", "json"))
+    commands.add_parser("server", help="run the language server on stdio (needs graphlint[server])")
+    callgraph_parser = commands.add_parser(
+        "callgraph", help="print the resolved call graph of PATH as JSON in PyCG's shape ({caller: [callees]})"
+    )
+    _add_project_options(callgraph_parser, formats=("json",))
+    rule_parser = commands.add_parser("rule", help="print a rule's documentation")
+    rule_parser.add_argument("code")
+    commands.add_parser("rules", help="list every rule")
+    return parser
 
+
+def _add_check_parser(commands: argparse._SubParsersAction) -> None:
     check_parser = commands.add_parser("check", help="check Python files for CUDA graph hazards")
     check_parser.add_argument(
         "paths", nargs="*", default=["."], metavar="PATH", help="files or directories (default: .)"
@@ -87,14 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
     check_parser.add_argument(
         "--jobs", type=_positive, default=None, metavar="N", help="worker processes (default: all cores)"
     )
-    check_parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
-    check_parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
+    _add_cache_options(check_parser)
     check_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
     check_parser.add_argument(
         "-v", "--verbose", action="store_true", help="print the traceback of every internal error (GL002)"
     )
     _add_check_extras(check_parser)
 
+
+def _add_sanitize_parser(commands: argparse._SubParsersAction) -> None:
     sanitize_parser = commands.add_parser(
         "sanitize",
         help="run a program under the runtime sanitizer: graphlint sanitize -- python SCRIPT [ARGS]",
@@ -114,31 +132,19 @@ def build_parser() -> argparse.ArgumentParser:
         "program", nargs=argparse.REMAINDER, help="-- python [FLAGS] SCRIPT [ARGS] | -m MODULE | -c CODE"
     )
 
-    captures_parser = commands.add_parser(
-        "captures", help="list every capture region found, what it captures and how much code it reaches"
-    )
-    captures_parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
-    captures_parser.add_argument("--format", choices=("text", "json"), default="text")
-    captures_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
-    captures_parser.add_argument("--jobs", type=_positive, default=None, metavar="N")
-    captures_parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
-    captures_parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
 
-    commands.add_parser("server", help="run the language server on stdio (needs graphlint[server])")
-    callgraph_parser = commands.add_parser(
-        "callgraph", help="print the resolved call graph of PATH as JSON in PyCG's shape ({caller: [callees]})"
-    )
-    callgraph_parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
-    callgraph_parser.add_argument("--format", choices=("json",), default="json")
-    callgraph_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
-    callgraph_parser.add_argument("--jobs", type=_positive, default=None, metavar="N")
-    callgraph_parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
-    callgraph_parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
+def _add_project_options(parser: argparse.ArgumentParser, formats: tuple[str, ...]) -> None:
+    """The options of the commands that report on the project as a whole (captures, callgraph)."""
+    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
+    parser.add_argument("--format", choices=formats, default=formats[0])
+    parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
+    parser.add_argument("--jobs", type=_positive, default=None, metavar="N")
+    _add_cache_options(parser)
 
-    rule_parser = commands.add_parser("rule", help="print a rule's documentation")
-    rule_parser.add_argument("code")
-    commands.add_parser("rules", help="list every rule")
-    return parser
+
+def _add_cache_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphlint_cache/")
+    parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default: ./.graphlint_cache)")
 
 
 def _add_check_extras(check_parser: argparse.ArgumentParser) -> None:

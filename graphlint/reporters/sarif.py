@@ -36,63 +36,6 @@ def render(findings: list[Finding], context: ReportContext) -> str:
     rules = all_rules()
     codes = sorted(rules)
     index = {code: i for i, code in enumerate(codes)}
-    driver_rules = []
-    for code in codes:
-        rule = rules[code]
-        doc = rule.doc_page()
-        driver_rules.append(
-            {
-                "id": code,
-                "name": rule.name,
-                "shortDescription": {"text": f"{code} [{rule.name}]"},
-                "fullDescription": {"text": rule.summary},
-                "help": {"text": doc, "markdown": doc},
-                "defaultConfiguration": {"level": _LEVELS[rule.severity]},
-                "properties": {"tags": ["cuda-graphs", "pytorch"], "precision": "high"},
-            }
-        )
-    results = []
-    for f in findings:
-        result = {
-            "ruleId": f.code,
-            "ruleIndex": index[f.code],
-            "level": _LEVELS[f.severity],
-            "message": {"text": f"{f.message} ({f.call_path_text()})" if f.call_path else f.message},
-            "locations": [_location(f.path, f.line, f.column, f.end_line, f.end_column)],
-        }
-        if f.call_path:
-            result["relatedLocations"] = [
-                {
-                    "id": hop,
-                    "message": {"text": f"call in `{site.function}` (step {hop + 1} into the capture)"},
-                    **_location(site.path, site.line, 1, site.line, 1),
-                }
-                for hop, site in enumerate(f.call_path)
-            ]
-        if f.fix is not None:
-            result["fixes"] = [
-                {
-                    "description": {"text": f"{f.fix.message} ({f.fix.applicability})"},
-                    "artifactChanges": [
-                        {
-                            "artifactLocation": {"uri": _uri(f.path), "uriBaseId": "%SRCROOT%"},
-                            "replacements": [
-                                {
-                                    "deletedRegion": {
-                                        "startLine": e.line,
-                                        "startColumn": e.column,
-                                        "endLine": e.end_line,
-                                        "endColumn": e.end_column,
-                                    },
-                                    "insertedContent": {"text": e.content},
-                                }
-                                for e in f.fix.edits
-                            ],
-                        }
-                    ],
-                }
-            ]
-        results.append(result)
     log = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -103,13 +46,70 @@ def render(findings: list[Finding], context: ReportContext) -> str:
                         "name": "graphlint",
                         "version": __version__,
                         "semanticVersion": __version__,
-                        "rules": driver_rules,
+                        "rules": [_driver_rule(code, rules[code]) for code in codes],
                     }
                 },
                 "columnKind": "unicodeCodePoints",
                 "originalUriBaseIds": {"%SRCROOT%": {"description": {"text": "the directory graphlint ran in"}}},
-                "results": results,
+                "results": [_result(f, index[f.code]) for f in findings],
             }
         ],
     }
     return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+def _driver_rule(code: str, rule) -> dict:
+    doc = rule.doc_page()
+    return {
+        "id": code,
+        "name": rule.name,
+        "shortDescription": {"text": f"{code} [{rule.name}]"},
+        "fullDescription": {"text": rule.summary},
+        "help": {"text": doc, "markdown": doc},
+        "defaultConfiguration": {"level": _LEVELS[rule.severity]},
+        "properties": {"tags": ["cuda-graphs", "pytorch"], "precision": "high"},
+    }
+
+
+def _result(f: Finding, rule_index: int) -> dict:
+    result = {
+        "ruleId": f.code,
+        "ruleIndex": rule_index,
+        "level": _LEVELS[f.severity],
+        "message": {"text": f"{f.message} ({f.call_path_text()})" if f.call_path else f.message},
+        "locations": [_location(f.path, f.line, f.column, f.end_line, f.end_column)],
+    }
+    if f.call_path:
+        result["relatedLocations"] = [
+            {
+                "id": hop,
+                "message": {"text": f"call in `{site.function}` (step {hop + 1} into the capture)"},
+                **_location(site.path, site.line, 1, site.line, 1),
+            }
+            for hop, site in enumerate(f.call_path)
+        ]
+    if f.fix is not None:
+        result["fixes"] = [_fix(f)]
+    return result
+
+
+def _fix(f: Finding) -> dict:
+    assert f.fix is not None
+    replacements = [
+        {
+            "deletedRegion": {
+                "startLine": e.line,
+                "startColumn": e.column,
+                "endLine": e.end_line,
+                "endColumn": e.end_column,
+            },
+            "insertedContent": {"text": e.content},
+        }
+        for e in f.fix.edits
+    ]
+    return {
+        "description": {"text": f"{f.fix.message} ({f.fix.applicability})"},
+        "artifactChanges": [
+            {"artifactLocation": {"uri": _uri(f.path), "uriBaseId": "%SRCROOT%"}, "replacements": replacements}
+        ],
+    }

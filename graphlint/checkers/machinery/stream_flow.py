@@ -369,7 +369,7 @@ class StreamFlow(FlowState):
         func = call.func
         name = self.w.resolve(func)
         now = self.tick()
-        if name in ("torch.cuda.synchronize", "torch.accelerator.synchronize", "torch.cuda.current_stream.synchronize"):
+        if name in _DEVICE_SYNCS:
             self.host_syncs.append((None, now, now))
             self.pending_host.clear()
             return
@@ -380,24 +380,35 @@ class StreamFlow(FlowState):
             if isinstance(first, ast.Name) and first.id in self.tensors:
                 self.tensors[first.id].produced = (self.current[-1], now)
             return
-        if not isinstance(func, ast.Attribute):
-            return
-        method = func.attr
-        receiver = func.value
+        if isinstance(func, ast.Attribute):
+            self._method_call(call, func.attr, func.value, now)
+
+    def _method_call(self, call: ast.Call, method: str, receiver: ast.expr, now: int) -> None:
         if method in _HOST_SYNCING_METHODS or (method == "cpu" and not T.is_true(T.keyword(call, "non_blocking"))):
             # `.item()` waits for the current stream: everything queued on it is done.
             self.host_syncs.append((self.current[-1], now, now))
         if method in _STORING_METHODS or method == "set_result":
             for arg in call.args:
                 self.escape(arg)  # queued or stored: it outlives this function
+        if method in ("wait_stream", "wait_event", "record", "wait", "synchronize"):
+            self._ordering_call(call, method, receiver, now)
+        elif method == "record_stream" and call.args and isinstance(receiver, ast.Name):
+            self.recorded.add((receiver.id, self.stream_of(call.args[0])))
+        elif method == "copy_" and T.is_true(T.keyword(call, "non_blocking")) and isinstance(receiver, ast.Name):
+            receiver_ty = self.w.ty(receiver)
+            if receiver_ty is not None and receiver_ty.kind == T.HOST:
+                self.pending_host[receiver.id] = (call, now)
+        elif method.endswith(_IN_PLACE_SUFFIX) and isinstance(receiver, ast.Name) and receiver.id in self.tensors:
+            self.tensors[receiver.id].produced = (self.current[-1], now)
+
+    def _ordering_call(self, call: ast.Call, method: str, receiver: ast.expr, now: int) -> None:
+        """Waits, event records and synchronisations: what orders one stream after another."""
         if method == "wait_stream" and call.args:
             self.waits.append((self.stream_of(receiver), self.stream_of(call.args[0]), now, now))
         elif method == "wait_event" and call.args:
             event = self.events.get(source_text(call.args[0]))
             if event is not None:
                 self.waits.append((self.stream_of(receiver), event[0], event[1], now))
-        elif method == "record_event":
-            pass  # bound by the assignment: see _note_event
         elif method == "record" and self._is_event(receiver):
             stream = self.stream_of(call.args[0]) if call.args else self.current[-1]
             self.events[source_text(receiver)] = (stream, now)
@@ -411,22 +422,17 @@ class StreamFlow(FlowState):
             # current stream, on streams this pass cannot see. Do not guess: treat it as a barrier.
             self.host_syncs.append((None, now, now))
         elif method == "synchronize":
-            if self._is_event(receiver):
-                event = self.events.get(source_text(receiver))
-                if event is not None:
-                    self.host_syncs.append((event[0], event[1], now))
-                    self.pending_host.clear()
-            else:
-                self.host_syncs.append((self.stream_of(receiver), now, now))
+            self._synchronize(receiver, now)
+
+    def _synchronize(self, receiver: ast.expr, now: int) -> None:
+        if self._is_event(receiver):
+            event = self.events.get(source_text(receiver))
+            if event is not None:
+                self.host_syncs.append((event[0], event[1], now))
                 self.pending_host.clear()
-        elif method == "record_stream" and call.args and isinstance(receiver, ast.Name):
-            self.recorded.add((receiver.id, self.stream_of(call.args[0])))
-        elif method == "copy_" and T.is_true(T.keyword(call, "non_blocking")) and isinstance(receiver, ast.Name):
-            receiver_ty = self.w.ty(receiver)
-            if receiver_ty is not None and receiver_ty.kind == T.HOST:
-                self.pending_host[receiver.id] = (call, now)
-        elif method.endswith(_IN_PLACE_SUFFIX) and isinstance(receiver, ast.Name) and receiver.id in self.tensors:
-            self.tensors[receiver.id].produced = (self.current[-1], now)
+        else:
+            self.host_syncs.append((self.stream_of(receiver), now, now))
+            self.pending_host.clear()
 
     def _is_event(self, node: ast.AST) -> bool:
         ty = self.w.ty(node)
@@ -470,6 +476,9 @@ _NOT_READING_ATTRS = frozenset(
     }
 )
 _HOST_SYNCING_METHODS = frozenset({"item", "tolist", "numpy"})
+_DEVICE_SYNCS = frozenset(
+    {"torch.cuda.synchronize", "torch.accelerator.synchronize", "torch.cuda.current_stream.synchronize"}
+)
 _COLLECTIVES_WRITING_FIRST_ARG = frozenset(
     {
         "all_reduce",

@@ -74,73 +74,76 @@ class ValueKinds:
         return result
 
     def _ty(self, node: ast.AST) -> T.Ty | None:
-        if isinstance(node, ast.Name):
-            return self.lookup(node.id)
-        if isinstance(node, ast.Constant):
+        kind_of = _KIND_OF.get(type(node))
+        return kind_of(self, node) if kind_of is not None else None
+
+    def _name_ty(self, node: ast.Name) -> T.Ty | None:
+        return self.lookup(node.id)
+
+    def _constant_ty(self, node: ast.AST) -> T.Ty | None:
+        return T.T_PY
+
+    def _sequence_ty(self, node: ast.List | ast.Tuple | ast.ListComp) -> T.Ty | None:
+        element = self._element_class_of(node)
+        return T.Ty(T.PY, element=element) if element else T.T_PY
+
+    def _binop_ty(self, node: ast.BinOp) -> T.Ty | None:
+        left, right = self.ty(node.left), self.ty(node.right)
+        kinds = {k.kind for k in (left, right) if k is not None}
+        if kinds & T.TENSORISH:
+            if isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)) and kinds <= {T.MASK, T.PY}:
+                return T.T_MASK
+            if kinds & {T.TENSOR, T.MASK}:
+                return T.T_TENSOR
+            return T.T_HOST
+        if left is not None and right is not None and left.kind == T.PY and right.kind == T.PY:
             return T.T_PY
-        if isinstance(node, (ast.List, ast.Tuple, ast.ListComp)):
-            element = self._element_class_of(node)
-            return T.Ty(T.PY, element=element) if element else T.T_PY
-        if isinstance(node, (ast.Dict, ast.Set, ast.DictComp, ast.SetComp, ast.JoinedStr)):
-            return T.T_PY
-        if isinstance(node, ast.Attribute):
-            return self._attribute_ty(node)
-        if isinstance(node, ast.Call):
-            return self._call_ty(node)
-        if isinstance(node, ast.BinOp):
-            left, right = self.ty(node.left), self.ty(node.right)
-            kinds = {k.kind for k in (left, right) if k is not None}
-            if kinds & T.TENSORISH:
-                if isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)) and kinds <= {T.MASK, T.PY}:
-                    return T.T_MASK
-                if kinds & {T.TENSOR, T.MASK}:
-                    return T.T_TENSOR
-                return T.T_HOST
-            if left is not None and right is not None and left.kind == T.PY and right.kind == T.PY:
-                return T.T_PY
-            return None
-        if isinstance(node, ast.UnaryOp):
-            inner = self.ty(node.operand)
-            if isinstance(node.op, ast.Not):
-                return T.T_MASK if inner is not None and inner.tensorish else (T.T_PY if inner else None)
-            if isinstance(node.op, ast.Invert) and inner is not None and inner.kind == T.MASK:
-                return T.T_MASK
-            return inner if inner is not None and (inner.tensorish or inner.kind == T.PY) else None
-        if isinstance(node, ast.Compare):
-            if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
-                return T.T_PY
-            operands = [node.left, *node.comparators]
-            if any((self.ty(o) or T.T_PY).tensorish for o in operands):
-                return T.T_MASK
-            if all(self.ty(o) is not None for o in operands):
-                return T.T_PY
-            return None
-        if isinstance(node, ast.BoolOp):
-            values = [self.ty(v) for v in node.values]
-            if any(v is not None and v.tensorish for v in values):
-                return T.T_MASK
-            return T.T_PY if all(v is not None for v in values) else None
-        if isinstance(node, ast.Subscript):
-            base = self.ty(node.value)
-            if base is None:
-                return None
-            if base.tensorish:
-                return T.T_TENSOR if base.kind == T.MASK else base
-            if base.kind == T.PY:
-                return T.T_PY
-            if base.element:
-                return T.Ty(T.INSTANCE, ref=base.element)
-            if base.kind == T.GRAPHED:
-                return T.Ty(T.GRAPHED)
-            return None
-        if isinstance(node, ast.IfExp):
-            body, orelse = self.ty(node.body), self.ty(node.orelse)
-            return body if body == orelse else None
-        if isinstance(node, ast.NamedExpr):
-            return self.ty(node.value)
-        if isinstance(node, (ast.Await, ast.Starred)):
-            return None
         return None
+
+    def _unary_ty(self, node: ast.UnaryOp) -> T.Ty | None:
+        inner = self.ty(node.operand)
+        if isinstance(node.op, ast.Not):
+            return T.T_MASK if inner is not None and inner.tensorish else (T.T_PY if inner else None)
+        if isinstance(node.op, ast.Invert) and inner is not None and inner.kind == T.MASK:
+            return T.T_MASK
+        return inner if inner is not None and (inner.tensorish or inner.kind == T.PY) else None
+
+    def _compare_ty(self, node: ast.Compare) -> T.Ty | None:
+        if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+            return T.T_PY
+        operands = [node.left, *node.comparators]
+        if any((self.ty(o) or T.T_PY).tensorish for o in operands):
+            return T.T_MASK
+        if all(self.ty(o) is not None for o in operands):
+            return T.T_PY
+        return None
+
+    def _boolop_ty(self, node: ast.BoolOp) -> T.Ty | None:
+        values = [self.ty(v) for v in node.values]
+        if any(v is not None and v.tensorish for v in values):
+            return T.T_MASK
+        return T.T_PY if all(v is not None for v in values) else None
+
+    def _subscript_ty(self, node: ast.Subscript) -> T.Ty | None:
+        base = self.ty(node.value)
+        if base is None:
+            return None
+        if base.tensorish:
+            return T.T_TENSOR if base.kind == T.MASK else base
+        if base.kind == T.PY:
+            return T.T_PY
+        if base.element:
+            return T.Ty(T.INSTANCE, ref=base.element)
+        if base.kind == T.GRAPHED:
+            return T.Ty(T.GRAPHED)
+        return None
+
+    def _ifexp_ty(self, node: ast.IfExp) -> T.Ty | None:
+        body, orelse = self.ty(node.body), self.ty(node.orelse)
+        return body if body == orelse else None
+
+    def _named_ty(self, node: ast.NamedExpr) -> T.Ty | None:
+        return self.ty(node.value)
 
     def _attribute_ty(self, node: ast.Attribute) -> T.Ty | None:
         base = self.ty(node.value)
@@ -376,3 +379,27 @@ _TORCH_DTYPES = frozenset(
         "float8_e5m2",
     }
 )
+
+
+# The kind of an expression, by its node type (a dict: faster than a chain of isinstance).
+_KIND_OF = {
+    ast.Name: ValueKinds._name_ty,
+    ast.Constant: ValueKinds._constant_ty,
+    ast.List: ValueKinds._sequence_ty,
+    ast.Tuple: ValueKinds._sequence_ty,
+    ast.ListComp: ValueKinds._sequence_ty,
+    ast.Dict: ValueKinds._constant_ty,
+    ast.Set: ValueKinds._constant_ty,
+    ast.DictComp: ValueKinds._constant_ty,
+    ast.SetComp: ValueKinds._constant_ty,
+    ast.JoinedStr: ValueKinds._constant_ty,
+    ast.Attribute: ValueKinds._attribute_ty,
+    ast.Call: ValueKinds._call_ty,
+    ast.BinOp: ValueKinds._binop_ty,
+    ast.UnaryOp: ValueKinds._unary_ty,
+    ast.Compare: ValueKinds._compare_ty,
+    ast.BoolOp: ValueKinds._boolop_ty,
+    ast.Subscript: ValueKinds._subscript_ty,
+    ast.IfExp: ValueKinds._ifexp_ty,
+    ast.NamedExpr: ValueKinds._named_ty,
+}

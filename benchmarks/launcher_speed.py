@@ -69,12 +69,29 @@ def cases():
     for width, depth in ((256, 2), (256, 8), (1024, 4), (1024, 16)):
         for batch in (1, 64):
             yield f"MLP {width}x{depth}", mlp(width, depth), (batch, width)
+    for reads in (31, 79):  # the input read by `reads` kernels, the output written by one more
+        yield f"fan-out x{reads + 1} patched", FanOut(reads), (4096,)
     block = Block().cuda().eval()
     for batch in (1, 16):
         yield "transformer block 256d", block, (batch, 128, 256)
     compiled = torch.compile(lambda t: torch.sin(t) * 3 + t)
     for size in (1 << 12, 1 << 22):
         yield "compiled sin*3+x", compiled, (size,)
+
+
+class FanOut(torch.nn.Module):
+    """``sum(x * (i + 1))`` over ``reads`` terms: one kernel per read of the input, so the
+    launcher patches ``reads + 1`` nodes (the last sum writes the output)."""
+
+    def __init__(self, reads: int) -> None:
+        super().__init__()
+        self.reads = reads
+
+    def forward(self, x):
+        acc = x * 1.0
+        for i in range(self.reads - 1):
+            acc = acc + x * float(i + 2)
+        return acc
 
 
 def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
@@ -102,14 +119,24 @@ def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
         row["replay_copy_clone"] = measure(replay, pool)
         row["replay_pool_mib"] = graph_pool_mib(graph)
 
-        launcher = ParameterizedLauncher(model, (pool[0],))
+        host = ParameterizedLauncher(model, (pool[0],), updates="host")
+        row["launcher_host"] = measure(host, pool)  # one driver call per patched node
+        del host
+        launcher = ParameterizedLauncher(model, (pool[0],))  # "auto": device-side updates from 4 nodes
         row["launcher"] = measure(lambda x: launcher(x), pool)
         row["launcher_fallback"] = launcher.fallback_reason
+        row["update_path"] = "device" if launcher._updater is not None else f"host ({launcher.update_note})"
         row["patched_nodes"] = len(launcher._nodes)
         row["graph_nodes"] = len(launcher._capture.snapshot.nodes)
         row["launcher_pool_mib"] = launcher._capture.pool_bytes / 2**20
         row["outputs_mib"] = round(launcher._capture.output_bytes / 2**20, 3)
     return row
+
+
+def _driver_version() -> str:
+    from graphlint.runtime_sanitizer.introspection import provenance
+
+    return provenance().get("driver", "unknown")
 
 
 def main() -> int:
@@ -123,14 +150,15 @@ def main() -> int:
         print(json.dumps(row), flush=True)
     print(
         "\n| model | input | nodes (patched) | eager GPU/CPU us | replay+copy+clone GPU/CPU us "
-        "| launcher GPU/CPU us | pool MiB | outputs MiB | fallback |"
+        "| launcher, host updates GPU/CPU us | launcher GPU/CPU us | updates | pool MiB | outputs MiB | fallback |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---|---:|---:|---|")
     for r in rows:
-        e, c, lch = r["eager"], r["replay_copy_clone"], r["launcher"]
+        e, c, h, lch = r["eager"], r["replay_copy_clone"], r["launcher_host"], r["launcher"]
         print(
             f"| {r['model']} | {'x'.join(map(str, r['shape']))} | {r['graph_nodes']} ({r['patched_nodes']}) | "
-            f"{e['gpu_us']}/{e['cpu_us']} | {c['gpu_us']}/{c['cpu_us']} | {lch['gpu_us']}/{lch['cpu_us']} | "
+            f"{e['gpu_us']}/{e['cpu_us']} | {c['gpu_us']}/{c['cpu_us']} | {h['gpu_us']}/{h['cpu_us']} | "
+            f"{lch['gpu_us']}/{lch['cpu_us']} | {r['update_path'].split(' (')[0]} | "
             f"{r['replay_pool_mib']} | {r['outputs_mib']} | {r['launcher_fallback'] or '-'} |"
         )
     if args.json:
@@ -141,6 +169,7 @@ def main() -> int:
                     "torch": torch.__version__,
                     "cuda": torch.version.cuda,
                     "python": platform.python_version(),
+                    "driver": _driver_version(),
                     "iterations": ITERS,
                     "rows": rows,
                 },

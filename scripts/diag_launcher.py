@@ -252,7 +252,26 @@ def update_costs() -> dict:
     return res
 
 
+def structure(name: str, dtype=torch.bfloat16) -> None:
+    """Why the attributed capture (the dispatch mode's) differs from the plain one, if it does."""
+    from graphlint.runtime_sanitizer.analysis import compare_structure
+    from graphlint.runtime_sanitizer.capture import capture_once
+
+    _, build, make_inputs = zoo_entry(name)
+    model = build().cuda().eval().to(dtype)
+    sample = [t.cuda().to(dtype) if t.is_floating_point() else t.cuda() for t in make_inputs(2)]
+    with torch.inference_mode():
+        first = capture_once(model, sample, seed=1234)
+        again = capture_once(model, sample, seed=1234)
+        attributed = capture_once(model, sample, seed=1234, attribute=True)
+    print(name, "plain vs plain:", [vars(d) for d in compare_structure(first.snapshot, again.snapshot)[:3]])
+    print(name, "plain vs attributed:", [vars(d) for d in compare_structure(first.snapshot, attributed.snapshot)[:3]])
+
+
 def main() -> None:
+    if sys.argv[1] == "--structure":
+        structure(sys.argv[2])
+        return
     names = sys.argv[2].split(",") if len(sys.argv) > 2 else []
     for name in names:
         try:

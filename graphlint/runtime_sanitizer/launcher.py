@@ -86,9 +86,10 @@ class _KernelNodeParams(ctypes.Structure):
     ]
 
 
-# From this many patched nodes on, one device-side updater launch (a few microseconds) is cheaper
-# than one host driver call per node (about a microsecond each on the H200; launcher_speed.py).
-DEVICE_THRESHOLD = 4
+# From this many patched nodes on, "auto" re-points from the device. Host-side updates cost about
+# a microsecond of CPU per node on the H200, and the launch after a host-side change costs more
+# than an unchanged one (launcher_speed.py): the updater node is cheaper from one node on.
+DEVICE_THRESHOLD = 1
 
 # The argument field a slot rewrites, by width: ctypes truncates to the field on assignment,
 # so a 4-byte field receives the address's low half.
@@ -122,9 +123,9 @@ class ParameterizedLauncher:
         warmup: int = 2,
         updates: str = "auto",
     ) -> None:
-        """``updates``: "auto" re-points through one device-side updater launch when at least
-        `DEVICE_THRESHOLD` nodes move and the updater can be built, else one driver call per node;
-        "host" always per node; "device" the updater whenever it can be built."""
+        """``updates``: "auto" re-points from an updater node inside the graph (`device_update`)
+        when at least `DEVICE_THRESHOLD` nodes move and the updater can be built here, else with
+        one driver call per node; "host" always per node; "device" the updater whenever it can."""
         import torch
 
         from graphlint.runtime_sanitizer.capture import module_tensors, optimizer_tensors
@@ -138,8 +139,7 @@ class ParameterizedLauncher:
             raise ValueError(f"updates must be 'auto', 'host' or 'device', not {updates!r}")
         self._updates = updates
         self._device_threshold = 1 if updates == "device" else DEVICE_THRESHOLD
-        self._last: tuple[int, ...] | None = None  # the addresses the nodes hold now
-        self._last_stream = 0
+        self._last: tuple[int, ...] | None = None  # the addresses the host-updated nodes hold now
         self._torch = torch
         self._fixed = module_tensors(module if module is not None else fn) + optimizer_tensors(optimizer)
         saved = save_state(self._fixed)
@@ -190,6 +190,7 @@ class ParameterizedLauncher:
             first.graph.instantiate()
         self._exec = self._drv.CUgraphExec(first.graph.raw_cuda_graph_exec())
         self._exec_handle = int(first.graph.raw_cuda_graph_exec())
+        self._host_nodes = [node for node in self._nodes if not node.on_device]
         if self.fallback_reason is None:
             self._self_check()
         self._keep = ()  # analysis done: give their private pools back
@@ -263,7 +264,17 @@ class ParameterizedLauncher:
             self.update_note = "the driver refused device-side updates for every patched node"
             return None
         self._keys = keys
-        return device_update.DeviceUpdater.build(function, handles, slots, len(keys))
+        try:
+            updater = device_update.DeviceUpdater(function, handles, slots, len(keys))
+            graph = self._drv.CUgraph(capture.graph.raw_cuda_graph())
+            updater.add_to(graph, [node.handle for node in self._nodes if node.on_device])
+        except Exception as error:  # host-side updates remain; the self-check judges them
+            for node in self._nodes:
+                node.on_device = False
+            self.update_note = f"the updater node could not be added: {type(error).__name__}: {error}"
+            return None
+        self.update_note = f"device-side: {len(slots)} slots in {sum(n.on_device for n in self._nodes)} nodes"
+        return updater
 
     # -- build ---------------------------------------------------------------------------
     def _prepare(self, capture) -> list[_PatchedNode]:
@@ -400,7 +411,7 @@ class ParameterizedLauncher:
         addresses = {("input", i): t.data_ptr() for i, t in enumerate(inputs)}
         addresses.update({("output", i): t.data_ptr() for i, t in enumerate(outputs) if t is not None})
         self._repoint(addresses)
-        self._capture.graph.replay()  # same stream as the allocations: ordered for the allocator
+        self._replay()
         for index in pinned_out:
             outputs[index] = self.outputs[index].clone()
         return outputs
@@ -418,7 +429,7 @@ class ParameterizedLauncher:
         self._restore()
         for static, new in zip(self.inputs, inputs, strict=True):
             static.copy_(new)
-        self._capture.graph.replay()
+        self._replay()
         return [t.clone() for t in self.outputs]
 
     def _restore(self) -> None:
@@ -428,38 +439,33 @@ class ParameterizedLauncher:
         self._repoint(addresses)
 
     def _repoint(self, addresses: dict[tuple[str, int], int]) -> None:
-        """Write the addresses into every patched node: skipped when the nodes already hold them
-        (a caller that reuses its buffers, an output block the allocator hands back)."""
+        """Hand the addresses to the updater node (device-side nodes) and write them into the
+        other patched nodes; host-side writes are skipped when the nodes already hold them (a
+        caller that reuses its buffers, an output block the allocator hands back)."""
+        if self._updater is not None:
+            self._updater.write([addresses.get(key, 0) for key in self._keys])
         current = tuple(addresses.values())
-        stream = self._torch.cuda.current_stream().cuda_stream
-        if stream != self._last_stream:
-            if self._last_stream and self._updater is not None:  # device updates must not overlap a replay
-                self._torch.cuda.synchronize()
-            self._last_stream = stream
         if current == self._last:
             return
-        updater = self._updater
-        if updater is not None:
-            bases = updater.bases.b
-            for k, key in enumerate(self._keys):
-                bases[k] = addresses.get(key, 0)
-            updater.launch(stream)
         direct = self._direct
         if direct is not None:
             exec_handle = self._exec_handle
-            for node in self._nodes:
-                if node.on_device:
-                    continue
+            for node in self._host_nodes:
                 for field, key, delta in node.writes:  # inlined _pack: this loop is the per-call cost
                     field.value = addresses[key] + delta
                 if direct(exec_handle, node.handle_int, node.raw) != 0:
                     raise LauncherRefused("the driver refused a kernel node update")
         else:
-            for node in self._nodes:
-                if not node.on_device:
-                    _pack(node, addresses)
-                    self._ok(self._drv.cuGraphExecKernelNodeSetParams(self._exec, node.handle, node.params))
+            for node in self._host_nodes:
+                _pack(node, addresses)
+                self._ok(self._drv.cuGraphExecKernelNodeSetParams(self._exec, node.handle, node.params))
         self._last = current
+
+    def _replay(self) -> None:
+        """Every replay consumes one row of the updater's ring: `_repoint` wrote it."""
+        self._capture.graph.replay()  # same stream as the allocations: ordered for the allocator
+        if self._updater is not None:
+            self._updater.launched()
 
 
 def _merged(ranges: list[tuple[int, int]]) -> tuple[list[int], list[int]]:

@@ -268,7 +268,34 @@ def structure(name: str, dtype=torch.bfloat16) -> None:
     print(name, "plain vs attributed:", [vars(d) for d in compare_structure(first.snapshot, attributed.snapshot)[:3]])
 
 
+def device_variants() -> None:
+    """The experimental device-side updates on graphs where they missed nodes, one thread per
+    node vs one thread for all (whether concurrent updates are the cause)."""
+    from graphlint.runtime_sanitizer import device_update
+    from graphlint.runtime_sanitizer.launcher import LauncherRefused, ParameterizedLauncher
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    from launcher_speed import FanOut, mlp
+
+    cases = {"fan-out x32": (FanOut(31), (4096,)), "MLP 1024x4 batch 64": (mlp(1024, 4), (64, 1024))}
+    for threads in (128, 1):
+        device_update._THREADS = threads
+        for label, (model, shape) in cases.items():
+            x = torch.randn(shape, device="cuda")
+            with torch.inference_mode():
+                try:
+                    launcher = ParameterizedLauncher(model, (x,), updates="device")
+                    fresh = torch.randn_like(x)
+                    ok = torch.equal(launcher(fresh)[0], model(fresh))
+                    print(threads, label, "ok" if ok else "WRONG", launcher.update_note, flush=True)
+                except LauncherRefused as error:
+                    print(threads, label, "refused:", str(error)[:160], flush=True)
+
+
 def main() -> None:
+    if sys.argv[1] == "--device-variants":
+        device_variants()
+        return
     if sys.argv[1] == "--structure":
         structure(sys.argv[2])
         return

@@ -24,7 +24,7 @@ if stage zoo; then
 fi
 if stage speed; then
   timeout "${T_SPEED:-130}" python3 benchmarks/launcher_speed.py --json "$OUT/launcher_speed.json" > "$OUT/launcher_speed.log" 2>&1
-  echo "speed rc $?"; grep -E "^\| (MLP 1024x16|fan-out)" "$OUT/launcher_speed.log"
+  echo "speed rc $?"; grep -E "^\| (MLP|fan-out|transformer|compiled)" "$OUT/launcher_speed.log" | cut -c1-260
 fi
 if stage train; then
   timeout "${T_TRAIN:-150}" python3 benchmarks/launcher_train_zoo.py --json "$OUT/launcher_train_zoo.json" > "$OUT/launcher_train_zoo.log" 2>&1

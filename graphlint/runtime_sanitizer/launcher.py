@@ -86,9 +86,7 @@ class _KernelNodeParams(ctypes.Structure):
     ]
 
 
-# From this many patched nodes on, "auto" re-points from the device. Host-side updates cost about
-# a microsecond of CPU per node on the H200, and the launch after a host-side change costs more
-# than an unchanged one (launcher_speed.py): the updater node is cheaper from one node on.
+# With updates="device", from this many patched nodes on the updater node re-points them.
 DEVICE_THRESHOLD = 1
 
 # The argument field a slot rewrites, by width: ctypes truncates to the field on assignment,
@@ -121,11 +119,12 @@ class ParameterizedLauncher:
         module: Any = None,
         optimizer: Any = None,
         warmup: int = 2,
-        updates: str = "auto",
+        updates: str = "host",
     ) -> None:
-        """``updates``: "auto" re-points from an updater node inside the graph (`device_update`)
-        when at least `DEVICE_THRESHOLD` nodes move and the updater can be built here, else with
-        one driver call per node; "host" always per node; "device" the updater whenever it can."""
+        """``updates``: "host" writes each patched node with one driver call (the default: every
+        zoo model passes this way); "device" re-points them from an updater node inside the
+        graph (`device_update`), which is experimental: on the H200 it missed nodes in some
+        graphs, and then the build refuses (LauncherRefused) instead of serving calls."""
         import torch
 
         from graphlint.runtime_sanitizer.capture import module_tensors, optimizer_tensors
@@ -135,10 +134,10 @@ class ParameterizedLauncher:
                 "the optimizer has no state yet: run one eager step first (its state is created lazily, "
                 "and a captured step needs it at fixed addresses)"
             )
-        if updates not in ("auto", "host", "device"):
-            raise ValueError(f"updates must be 'auto', 'host' or 'device', not {updates!r}")
+        if updates not in ("host", "device"):
+            raise ValueError(f"updates must be 'host' or 'device', not {updates!r}")
         self._updates = updates
-        self._device_threshold = 1 if updates == "device" else DEVICE_THRESHOLD
+        self._device_threshold = DEVICE_THRESHOLD
         self._last: tuple[int, ...] | None = None  # the addresses the host-updated nodes hold now
         self._torch = torch
         self._fixed = module_tensors(module if module is not None else fn) + optimizer_tensors(optimizer)
@@ -193,6 +192,10 @@ class ParameterizedLauncher:
         self._host_nodes = [node for node in self._nodes if not node.on_device]
         if self.fallback_reason is None:
             self._self_check()
+        if self._updater is not None and self.fallback_reason is not None:
+            # Falling back needs the nodes pointed back at the static buffers, and that write
+            # went through the same updater that just failed: refuse rather than guess.
+            raise LauncherRefused(f"device-side updates: {self.fallback_reason}")
         self._keep = ()  # analysis done: give their private pools back
 
     def _prepare_direct(self) -> None:

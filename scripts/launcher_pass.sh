@@ -10,7 +10,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/device.
 python3 -c "import torch, cuda.bindings as b; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cuda-bindings', b.__version__)" >> "$OUT/device.txt" 2>&1
 stage() { case ",$STAGES," in *",$1,"*) return 0;; esac; return 1; }
 if stage tests; then
-  timeout "${T_TESTS:-200}" python3 -m pytest -m cuda -q -rs -p no:cacheprovider ${TESTS:-} > "$OUT/cuda-tests.log" 2>&1
+  PYTHONUNBUFFERED=1 timeout "${T_TESTS:-200}" python3 -u -m pytest -m cuda -v -rs -p no:cacheprovider ${TESTS:-} > "$OUT/cuda-tests.log" 2>&1
   echo "tests rc $?: $(tail -1 "$OUT/cuda-tests.log")"
 fi
 if stage snap; then
@@ -23,7 +23,7 @@ if stage zoo; then
   echo "zoo rc $?"; grep -E "FAIL|capturable passed" "$OUT/launcher_zoo.log" | cut -c1-240
 fi
 if stage speed; then
-  timeout "${T_SPEED:-130}" python3 benchmarks/launcher_speed.py --json "$OUT/launcher_speed.json" > "$OUT/launcher_speed.log" 2>&1
+  timeout "${T_SPEED:-130}" python3 benchmarks/launcher_speed.py ${SPEED_ARGS:-} --json "$OUT/launcher_speed.json" > "$OUT/launcher_speed.log" 2>&1
   echo "speed rc $?"; grep -E "^\| (MLP|fan-out|transformer|compiled)" "$OUT/launcher_speed.log" | cut -c1-260
 fi
 if stage train; then
@@ -31,7 +31,7 @@ if stage train; then
   echo "train rc $?"; grep -E "PASS|FAIL|bit-identical" "$OUT/launcher_train_zoo.log" | cut -c1-200
 fi
 if stage diag; then
-  timeout 60 python3 scripts/diag_launcher.py --structure timm.levit_128s > "$OUT/diag-levit.log" 2>&1
-  echo "diag rc $?"; cut -c1-600 "$OUT/diag-levit.log" | tail -4
+  timeout 40 python3 scripts/diag_launcher.py --device-variants > "$OUT/diag-device.log" 2>&1
+  echo "diag rc $?"; cut -c1-400 "$OUT/diag-device.log" | tail -8
 fi
 tar -C "$FINAL" -czf "$FINAL/results.tgz" r && rm -rf "$OUT"

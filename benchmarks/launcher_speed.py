@@ -24,6 +24,7 @@ from graphlint.runtime_sanitizer.capture import pool_segments
 from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
 
 ITERS = 200
+DEVICE = False  # --device: also measure updates="device" (experimental; it hung once in a test run)
 
 
 def mlp(width: int, depth: int) -> torch.nn.Module:
@@ -69,12 +70,42 @@ def cases():
     for width, depth in ((256, 2), (256, 8), (1024, 4), (1024, 16)):
         for batch in (1, 64):
             yield f"MLP {width}x{depth}", mlp(width, depth), (batch, width)
+    for reads in (31, 79):  # the input read by `reads` kernels, the output written by one more
+        yield f"fan-out x{reads + 1} patched", FanOut(reads), (4096,)
     block = Block().cuda().eval()
     for batch in (1, 16):
         yield "transformer block 256d", block, (batch, 128, 256)
     compiled = torch.compile(lambda t: torch.sin(t) * 3 + t)
     for size in (1 << 12, 1 << 22):
         yield "compiled sin*3+x", compiled, (size,)
+
+
+class FanOut(torch.nn.Module):
+    """``sum(x * (i + 1))`` over ``reads`` terms: one kernel per read of the input, so the
+    launcher patches ``reads + 1`` nodes (the last sum writes the output)."""
+
+    def __init__(self, reads: int) -> None:
+        super().__init__()
+        self.reads = reads
+
+    def forward(self, x):
+        acc = x * 1.0
+        for i in range(self.reads - 1):
+            acc = acc + x * float(i + 2)
+        return acc
+
+
+def _device_row(model, pool) -> dict:
+    """The launcher with updates="device": its timings, or why it was refused or not built."""
+    from graphlint.runtime_sanitizer.launcher import LauncherRefused
+
+    try:
+        device = ParameterizedLauncher(model, (pool[0],), updates="device")
+    except LauncherRefused as error:
+        return {"refused": str(error)}
+    if device._updater is None:
+        return {"refused": f"not built: {device.update_note}"}
+    return measure(device, pool)
 
 
 def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
@@ -102,7 +133,9 @@ def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
         row["replay_copy_clone"] = measure(replay, pool)
         row["replay_pool_mib"] = graph_pool_mib(graph)
 
-        launcher = ParameterizedLauncher(model, (pool[0],))
+        if DEVICE:  # experimental: the updater node inside the graph (--device)
+            row["launcher_device"] = _device_row(model, pool)
+        launcher = ParameterizedLauncher(model, (pool[0],))  # host-side: one driver call per patched node
         row["launcher"] = measure(lambda x: launcher(x), pool)
         row["launcher_fallback"] = launcher.fallback_reason
         row["patched_nodes"] = len(launcher._nodes)
@@ -112,10 +145,19 @@ def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
     return row
 
 
+def _driver_version() -> str:
+    from graphlint.runtime_sanitizer.introspection import provenance
+
+    return provenance().get("driver", "unknown")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json")
+    parser.add_argument("--device", action="store_true", help="also measure updates='device' (experimental)")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
     rows = []
     for label, model, shape in cases():
         row = run_case(label, model, shape)
@@ -123,15 +165,16 @@ def main() -> int:
         print(json.dumps(row), flush=True)
     print(
         "\n| model | input | nodes (patched) | eager GPU/CPU us | replay+copy+clone GPU/CPU us "
-        "| launcher GPU/CPU us | pool MiB | outputs MiB | fallback |"
+        "| launcher GPU/CPU us | launcher, device updates (experimental) GPU/CPU us | pool MiB | outputs MiB | fallback |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---|")
     for r in rows:
-        e, c, lch = r["eager"], r["replay_copy_clone"], r["launcher"]
+        e, c, lch, d = r["eager"], r["replay_copy_clone"], r["launcher"], r.get("launcher_device", {})
+        device = f"{d['gpu_us']}/{d['cpu_us']}" if "gpu_us" in d else f"refused ({d['refused'][:60]})" if d else "-"
         print(
             f"| {r['model']} | {'x'.join(map(str, r['shape']))} | {r['graph_nodes']} ({r['patched_nodes']}) | "
             f"{e['gpu_us']}/{e['cpu_us']} | {c['gpu_us']}/{c['cpu_us']} | {lch['gpu_us']}/{lch['cpu_us']} | "
-            f"{r['replay_pool_mib']} | {r['outputs_mib']} | {r['launcher_fallback'] or '-'} |"
+            f"{device} | {r['replay_pool_mib']} | {r['outputs_mib']} | {r['launcher_fallback'] or '-'} |"
         )
     if args.json:
         with open(args.json, "w") as handle:
@@ -141,6 +184,7 @@ def main() -> int:
                     "torch": torch.__version__,
                     "cuda": torch.version.cuda,
                     "python": platform.python_version(),
+                    "driver": _driver_version(),
                     "iterations": ITERS,
                     "rows": rows,
                 },

@@ -154,8 +154,73 @@ def run_one(name, build, make_inputs, dtype, batch=2):
         "pass": True,
         "bit_identical": f"{exact}/3",
         "patched_nodes": len(launcher._nodes),
+        "device_updated_nodes": sum(node.on_device for node in launcher._nodes),
         "nodes": len(launcher._capture.snapshot.nodes),
         "pinned": sorted(launcher.pinned),  # copied through static buffers, not re-pointed
+        "extra_launched_nodes": sum(node.extra for node in launcher._capture.snapshot.nodes),
+    }
+
+
+def plain_capture(build, make_inputs, dtype, batch=2) -> dict | None:
+    """A plain `torch.cuda.graph` capture of the model, as a user would write it: None when it
+    captures, else the error and the innermost frames of the library code that raised it."""
+    model = build().cuda().eval()
+    if dtype != torch.float32:
+        model = model.to(dtype)
+    sample = tuple(t.cuda().to(dtype) if t.is_floating_point() else t.cuda() for t in make_inputs(batch))
+    try:
+        with torch.inference_mode():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                model(*sample)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                model(*sample)
+    except Exception as error:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if "site-packages" in f.filename]
+        return {
+            "error": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}",
+            "frames": [f"{f.filename.split('site-packages/')[-1]}:{f.lineno}: {f.line}" for f in frames[-3:]],
+            "file": frames[-1].filename if frames else None,
+            "line": frames[-1].lineno if frames else None,
+        }
+    return None
+
+
+def static_check(path: str, line: int) -> dict:
+    """`graphlint check --select GL1` on the library file whose line raised during capture."""
+    import subprocess
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "graphlint",
+            "check",
+            path,
+            "--select",
+            "GL1",
+            "--format",
+            "json",
+            "--no-cache",
+            "--exit-zero",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    try:
+        findings = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return {"error": (done.stderr or done.stdout)[-300:]}
+    findings = findings if isinstance(findings, list) else findings.get("findings", [])
+    lines = [(f.get("code"), f.get("line") or f.get("location", {}).get("row")) for f in findings]
+    return {
+        "findings": len(findings),
+        "gl104_lines": sorted(n for c, n in lines if c == "GL104"),
+        "at_line": [c for c, n in lines if n == line],
     }
 
 
@@ -186,20 +251,63 @@ def main() -> int:
                     "cause": f"{type(error).__name__}: {str(error).splitlines()[0][:160]}",
                     "where": traceback.format_exc().splitlines()[-3][:160],
                 }
+                result.update(_capturable(build, make_inputs, dtype))
             result["seconds"] = round(time.perf_counter() - start, 1)
             results[key] = result
             print(
-                f"{key:<45} {'PASS' if result['pass'] else 'FAIL'} {result.get('cause', result.get('bit_identical', ''))}",
+                f"{key:<45} {'PASS' if result['pass'] else 'FAIL'} {result.get('cause', result.get('bit_identical', ''))}"
+                + (
+                    f" [not capturable: {result['plain_capture']}; {result.get('graphlint_check')}]"
+                    if result.get("capturable") is False
+                    else ""
+                )
+                + (
+                    f" patched={result['patched_nodes']} device={result['device_updated_nodes']} pinned={result['pinned']}"
+                    if result["pass"]
+                    else ""
+                ),
                 flush=True,
             )
             torch.cuda.empty_cache()
             if args.json:  # written as it goes: a run cut short still leaves its results
                 _write(args.json, results)
+    print()
+    for dtype, (passed, capturable, total) in _counts(results).items():
+        print(f"{dtype}: {passed}/{capturable} capturable passed ({passed / max(1, capturable):.0%}); {total} in all")
     passed = sum(r["pass"] for r in results.values())
-    print(f"\n{passed}/{len(results)} passed ({passed / max(1, len(results)):.0%})")
+    print(f"{passed}/{len(results)} passed ({passed / max(1, len(results)):.0%})")
     if args.json:
         _write(args.json, results)
     return 0
+
+
+def _capturable(build, make_inputs, dtype) -> dict:
+    """Whether a failure is the model's, not the launcher's: a plain capture in the same run. Only
+    a failing plain capture makes the row "not capturable", with the static rule's view of it."""
+    try:
+        plain = plain_capture(build, make_inputs, dtype)
+    except Exception as error:  # building the model itself failed: not a capture question
+        return {"plain_capture": f"not tried: {type(error).__name__}: {error}"}
+    if plain is None:
+        return {"capturable": True, "plain_capture": "ok"}
+    found = {"capturable": False, "plain_capture": plain["error"], "frames": plain["frames"]}
+    if plain["file"]:
+        found["graphlint_check"] = static_check(plain["file"], plain["line"])
+    return found
+
+
+def _counts(results: dict) -> dict:
+    """dtype -> (passed, capturable, total)."""
+    counts: dict = {}
+    for key, result in results.items():
+        dtype = key.rsplit("[", 1)[-1].rstrip("]")
+        passed, capturable, total = counts.get(dtype, (0, 0, 0))
+        counts[dtype] = (
+            passed + result["pass"],
+            capturable + (result.get("capturable", True) is not False),
+            total + 1,
+        )
+    return counts
 
 
 def _write(path: str, results: dict) -> None:
@@ -213,6 +321,9 @@ def _write(path: str, results: dict) -> None:
                 "python": platform.python_version(),
                 "passed": passed,
                 "total": len(results),
+                "per_dtype": {
+                    d: dict(zip(("passed", "capturable", "total"), c, strict=True)) for d, c in _counts(results).items()
+                },
                 "results": results,
             },
             handle,

@@ -6,7 +6,7 @@ Then verify the input slots the hard way: re-point exactly those words of an ins
 copy of the graph at a fresh input, replay, and compare with eager on that input. A missed
 slot would read the old input; a wrong slot would corrupt a launch: either fails the check.
 
-    python scripts/record_snapshots.py [OUTDIR]
+    python scripts/record_snapshots.py [OUTDIR [NAME,NAME]]   # only those programs
 """
 
 from __future__ import annotations
@@ -87,6 +87,8 @@ def programs():
     two_streams.side = torch.cuda.Stream()
     racy.side = torch.cuda.Stream()
     conv = nn.Conv2d(3, 64, 7, stride=2, padding=3).cuda().to(torch.bfloat16).eval()
+    linear_bf16 = nn.Sequential(nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 128)).cuda().to(torch.bfloat16)
+    deep = nn.Sequential(*[layer for _ in range(4) for layer in (nn.Linear(1024, 1024), nn.GELU())]).cuda()
     return {
         "mlp": (mlp, [torch.randn(64, 256, device="cuda")], module_tensors(mlp)),
         "transformer_block": (block, [torch.randn(4, 128, 256, device="cuda")], module_tensors(block)),
@@ -102,6 +104,14 @@ def programs():
             module_tensors(conv),
         ),
         "race": (racy, [torch.randn(1 << 16, device="cuda"), torch.randn(1 << 16, device="cuda")], []),
+        # cuBLAS's nvjet kernels (bf16 on the H200) are launched with `extra`: one packed buffer
+        "gemm_bf16": (
+            torch.no_grad()(linear_bf16),
+            [torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)],
+            module_tensors(linear_bf16),
+        ),
+        # the output's block served an intermediate of the same size earlier in the capture
+        "output_reuse": (torch.no_grad()(deep), [torch.randn(1, 1024, device="cuda")], module_tensors(deep)),
     }
 
 
@@ -128,7 +138,7 @@ def repoint_check(capture, slots, fn, inputs) -> bool:
             address = fresh[input_index].data_ptr() + word.delta
             address &= (1 << (8 * word.width)) - 1  # a 4-byte field holds the low half
             buffers[word.param][word.offset : word.offset + word.width] = address.to_bytes(word.width, "little")
-        new, raw, array = kernel_params_with_arguments(handle, buffers)
+        new, raw, array = kernel_params_with_arguments(handle, buffers, node.extra)
         _ok(drv.cuGraphExecKernelNodeSetParams(exec_, handle, new))
         keep.append((raw, array))
     graph.replay()
@@ -142,8 +152,12 @@ def repoint_check(capture, slots, fn, inputs) -> bool:
 def main() -> int:
     out_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "fixtures" / "snapshots"
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = {}
+    only = set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None
+    summary_path = out_dir / "SUMMARY.json"
+    summary = json.loads(summary_path.read_text()) if only and summary_path.exists() else {}
     for name, (fn, inputs, fixed) in programs().items():
+        if only and name not in only:
+            continue
         first, second, repeat = capture_three(fn, inputs, fixed)
         ordering = capture_attributed(fn, inputs, first.snapshot, fixed)
         report = analyze_pair(first.snapshot, second.snapshot, (name, 1), name, repeat.snapshot, ordering)
@@ -185,7 +199,7 @@ def main() -> int:
         print("   nodes:", kinds)
         print("   slots:", [(w.node, w.param, w.offset, w.region, w.delta, w.width) for w in slots])
         print("   roles:", roles, "findings:", summary[name]["findings"])
-    (out_dir / "SUMMARY.json").write_text(json.dumps(summary, indent=1) + "\n")
+    summary_path.write_text(json.dumps(summary, indent=1) + "\n")
     return 0
 
 

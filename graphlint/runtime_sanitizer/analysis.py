@@ -282,6 +282,21 @@ def pins(
     return found
 
 
+def really_output(word: Word, ordering: GraphSnapshot) -> bool:
+    """Whether an output word belongs to the output tensor itself. An address in the output's
+    range can belong to an intermediate that the allocator freed and handed to the output later
+    in the capture (same address, often the same size): such a node ran before the output's
+    storage was allocated (`Region.born`), or its operator accessed another range. Those nodes
+    keep using the graph's own memory, which is what they did at capture; re-pointing some of
+    them but not the nodes that write that intermediate through a pointer the scan does not see
+    makes results wrong. ``ordering`` is the attributed capture (each node's operator accesses)."""
+    region = next(r for r in ordering.regions if r.name == word.region)
+    if word.node < region.born:
+        return False
+    node = ordering.nodes[word.node]
+    return any(start == region.start and size == region.nbytes for start, size in node.reads + node.writes)
+
+
 def input_slots(words: list[Word]) -> list[Word]:
     return [w for w in words if w.role == INPUT]
 

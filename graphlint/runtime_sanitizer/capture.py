@@ -125,6 +125,7 @@ def capture_once(
     snapshot = snapshot_graph(graph.raw_cuda_graph(), _regions(inputs, outputs, fixed), provenance())
     if recorder is not None:
         recorder.attribute(snapshot)
+        recorder.mark_births(outputs, snapshot)
     pool_bytes = sum(size for _, size in pool_segments(graph))
     output_bytes = sum(_extent(t) for t in outputs)
     return Capture(graph, list(inputs), outputs, snapshot, pool_bytes, output_bytes)
@@ -205,6 +206,8 @@ class _OpRecorder:
                     )
                     (writes if is_write else reads).extend(_tensor_ranges(value))
                 writes.extend(_tensor_ranges(out))
+                if before is not None:
+                    recorder.note_outputs(out, before)
                 if before is None or after is None:
                     recorder.unreadable += 1
                 elif after > before:
@@ -214,6 +217,32 @@ class _OpRecorder:
         self.mode = Mode()
         self.ops: list[tuple[str, int, int, list, list]] = []
         self.unreadable = 0  # operators run while the capture graph could not be read
+        # storage (StorageImpl address) -> the node count when an operator first returned it
+        self.first_seen: dict[int, int] = {}
+        self._refs: list[Any] = []  # weak references: a recorded StorageImpl is never recycled
+
+    def note_outputs(self, out: Any, node_count: int) -> None:
+        """Remember when each storage an operator returns first appeared. A weak reference keeps
+        the StorageImpl's address from being reused by a later storage, so the address names one
+        storage for the whole capture."""
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        for tensor in tensors_in(out):
+            if not tensor.is_cuda:
+                continue
+            ref = StorageWeakRef(tensor.untyped_storage())
+            if ref.cdata not in self.first_seen:
+                self.first_seen[ref.cdata] = node_count
+                self._refs.append(ref)
+
+    def mark_births(self, outputs: Sequence[Any], snapshot: GraphSnapshot) -> None:
+        """Set each output region's `born`: nodes created before its storage existed touched its
+        addresses as other (since freed) tensors, and must not be re-pointed with it."""
+        by_name = {region.name: region for region in snapshot.regions}
+        for index, tensor in enumerate(outputs):
+            region = by_name.get(f"output{index}")
+            if region is not None and tensor.is_cuda:
+                region.born = self.first_seen.get(tensor.untyped_storage()._cdata, 0)
 
     def __enter__(self):
         self.mode.__enter__()

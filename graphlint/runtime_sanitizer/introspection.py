@@ -68,7 +68,12 @@ def _kernel(drv: Any, handle: Any, node: Node) -> None:
     node.shared_bytes = int(params.sharedMemBytes)
     kernel_params = int(params.kernelParams) if params.kernelParams is not None else 0
     if not kernel_params:
-        node.note = "launched with `extra` (no kernelParams): arguments not visible"
+        data = _extra_buffer(_address(params.extra))
+        if data is None:
+            node.note = "launched with `extra` (no kernelParams): arguments not visible"
+            return
+        node.extra = True  # one packed argument buffer (cuBLAS's nvjet kernels on the H200)
+        node.params.append(Param(0, len(data), data))
         return
     pointers = ctypes.cast(kernel_params, ctypes.POINTER(ctypes.c_void_p))
     index = 0
@@ -79,6 +84,53 @@ def _kernel(drv: Any, handle: Any, node: Node) -> None:
         offset, size = int(info[1]), int(info[2])
         node.params.append(Param(offset, size, ctypes.string_at(pointers[index], size)))
         index += 1
+
+
+# cuda.h: the keys of a kernel's `extra` array.
+_EXTRA_END, _EXTRA_BUFFER, _EXTRA_SIZE = 0, 1, 2
+
+
+def _address(value: Any) -> int:
+    """A pointer field of a cuda-bindings struct as an int (0 for NULL)."""
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except TypeError:
+        return int(value.getPtr())
+
+
+def _extra_buffer(extra: int) -> bytes | None:
+    """The packed argument bytes of a kernel launched with `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER
+    and _SIZE), or None when the array holds anything else: then the arguments stay unknown."""
+    if not extra:
+        return None
+    entries = ctypes.cast(extra, ctypes.POINTER(ctypes.c_void_p))
+    buffer, size = 0, None
+    for index in range(0, 16, 2):
+        key = entries[index] or 0
+        if key == _EXTRA_END:
+            break
+        value = entries[index + 1] or 0
+        if key == _EXTRA_BUFFER:
+            buffer = value
+        elif key == _EXTRA_SIZE and value:
+            size = ctypes.c_size_t.from_address(value).value
+        else:
+            return None
+    if not buffer or size is None:
+        return None
+    return ctypes.string_at(buffer, size)
+
+
+def packed_extra(buffer: Any) -> tuple[Any, Any]:
+    """An `extra` array pointing at ``buffer`` (a ctypes buffer), and the size it points at: both
+    must outlive every use of the array."""
+    size = ctypes.c_size_t(ctypes.sizeof(buffer))
+    array = (ctypes.c_void_p * 5)(
+        _EXTRA_BUFFER, ctypes.addressof(buffer), _EXTRA_SIZE, ctypes.addressof(size), _EXTRA_END
+    )
+    return array, size
 
 
 def _memcpy(drv: Any, handle: Any, node: Node) -> None:
@@ -129,21 +181,28 @@ def snapshot_graph(raw_graph: int, regions: Sequence[Region] = (), provenance: d
     return GraphSnapshot(nodes=nodes, edges=edges, regions=list(regions), provenance=provenance or {})
 
 
-def kernel_params_with_arguments(handle: Any, arguments: Sequence[bytes]) -> tuple[Any, list[Any], Any]:
+def kernel_params_with_arguments(
+    handle: Any, arguments: Sequence[bytes], extra: bool = False
+) -> tuple[Any, list[Any], Any]:
     """The kernel node's launch parameters with its arguments replaced by ``arguments``: the
     driver struct, the ctypes buffers holding each argument and the `void*[]` pointing at them
-    (both must outlive every use of the struct)."""
+    (both must outlive every use of the struct). With ``extra``, the single argument is the
+    packed buffer of an `extra` launch, and the array is the `extra` array."""
     drv = _driver()
     original = _ok(drv.cuGraphKernelNodeGetParams(handle))
     buffers = [ctypes.create_string_buffer(bytes(data), len(data)) for data in arguments]
-    array = (ctypes.c_void_p * len(buffers))(*[ctypes.addressof(b) for b in buffers])
+    if extra:
+        array, size = packed_extra(buffers[0])
+        buffers.append(size)
+    else:
+        array = (ctypes.c_void_p * len(buffers))(*[ctypes.addressof(b) for b in buffers])
     params = drv.CUDA_KERNEL_NODE_PARAMS()
     params.func = original.func
     params.gridDimX, params.gridDimY, params.gridDimZ = original.gridDimX, original.gridDimY, original.gridDimZ
     params.blockDimX, params.blockDimY, params.blockDimZ = original.blockDimX, original.blockDimY, original.blockDimZ
     params.sharedMemBytes = original.sharedMemBytes
-    params.kernelParams = ctypes.addressof(array)
-    params.extra = 0
+    params.kernelParams = 0 if extra else ctypes.addressof(array)
+    params.extra = ctypes.addressof(array) if extra else 0
     return params, buffers, array
 
 

@@ -62,6 +62,9 @@ class _PatchedNode:
     raw: Any = None  # the same parameters as a C struct, for the direct driver call
     handle_int: int = 0
     writes: list[tuple[Any, tuple[str, int], int]] | None = None  # (ctypes field in a buffer, tensor key, delta)
+    extra: bool = False  # arguments passed as one packed `extra` buffer (buffers[0])
+    index: int = -1  # the node's index in the capture's snapshot
+    on_device: bool = False  # re-pointed by the device-side updater, not by a driver call
 
 
 class _KernelNodeParams(ctypes.Structure):
@@ -82,6 +85,9 @@ class _KernelNodeParams(ctypes.Structure):
         ("ctx", ctypes.c_void_p),
     ]
 
+
+# With updates="device", from this many patched nodes on the updater node re-points them.
+DEVICE_THRESHOLD = 1
 
 # The argument field a slot rewrites, by width: ctypes truncates to the field on assignment,
 # so a 4-byte field receives the address's low half.
@@ -107,8 +113,18 @@ class ParameterizedLauncher:
     an ``nn.Module``) and ``optimizer`` name the memory the graph keeps at fixed addresses."""
 
     def __init__(
-        self, fn: Callable, sample_inputs: Sequence[Any], module: Any = None, optimizer: Any = None, warmup: int = 2
+        self,
+        fn: Callable,
+        sample_inputs: Sequence[Any],
+        module: Any = None,
+        optimizer: Any = None,
+        warmup: int = 2,
+        updates: str = "host",
     ) -> None:
+        """``updates``: "host" writes each patched node with one driver call (the default: every
+        zoo model passes this way); "device" re-points them from an updater node inside the
+        graph (`device_update`), which is experimental: on the H200 it missed nodes in some
+        graphs, and then the build refuses (LauncherRefused) instead of serving calls."""
         import torch
 
         from graphlint.runtime_sanitizer.capture import module_tensors, optimizer_tensors
@@ -118,6 +134,11 @@ class ParameterizedLauncher:
                 "the optimizer has no state yet: run one eager step first (its state is created lazily, "
                 "and a captured step needs it at fixed addresses)"
             )
+        if updates not in ("host", "device"):
+            raise ValueError(f"updates must be 'host' or 'device', not {updates!r}")
+        self._updates = updates
+        self._device_threshold = DEVICE_THRESHOLD
+        self._last: tuple[int, ...] | None = None  # the addresses the host-updated nodes hold now
         self._torch = torch
         self._fixed = module_tensors(module if module is not None else fn) + optimizer_tensors(optimizer)
         saved = save_state(self._fixed)
@@ -161,9 +182,25 @@ class ParameterizedLauncher:
                 first.snapshot, shifted.snapshot, analysis.alignment_of(tensor.data_ptr()), tensor.element_size()
             )
         self._written = _merged(self._written_ranges(first))
-        first.graph.instantiate() if not _has_exec(first.graph) else None
+        self._prepare_direct()
+        self.update_note = "host-side updates requested"
+        self._updater = self._prepare_updater(first) if self._updates != "host" else None
+        if not _has_exec(first.graph):
+            first.graph.instantiate()
         self._exec = self._drv.CUgraphExec(first.graph.raw_cuda_graph_exec())
         self._exec_handle = int(first.graph.raw_cuda_graph_exec())
+        self._host_nodes = [node for node in self._nodes if not node.on_device]
+        if self.fallback_reason is None:
+            self._self_check()
+        if self._updater is not None and self.fallback_reason is not None:
+            # Falling back needs the nodes pointed back at the static buffers, and that write
+            # went through the same updater that just failed: refuse rather than guess.
+            raise LauncherRefused(f"device-side updates: {self.fallback_reason}")
+        self._keep = ()  # analysis done: give their private pools back
+
+    def _prepare_direct(self) -> None:
+        """Each patched node's parameters as a C struct for the direct driver call, and the
+        argument fields each slot rewrites."""
         self._direct = _direct_setter()
         for node in self._nodes:
             node.handle_int = int(node.handle)
@@ -177,8 +214,8 @@ class ParameterizedLauncher:
                 p.blockDimY,
                 p.blockDimZ,
                 p.sharedMemBytes,
-                ctypes.addressof(node.array),
-                0,
+                0 if node.extra else ctypes.addressof(node.array),
+                ctypes.addressof(node.array) if node.extra else 0,
                 0,
                 0,
             )
@@ -190,9 +227,57 @@ class ParameterizedLauncher:
                 )
                 for slot in node.slots
             ]
-        if self.fallback_reason is None:
-            self._self_check()
-        self._keep = ()  # analysis done: give their private pools back
+
+    def _prepare_updater(self, capture) -> Any:
+        """Device-side updates for the patched nodes that accept them (`device_update`): one
+        launch a call instead of one driver call per node. Before instantiation: the nodes must
+        opt in first. Nodes the driver refuses keep host-side updates; None if none accepted or
+        the updater cannot be built here (the reason is kept in `update_note`)."""
+        from graphlint.runtime_sanitizer import device_update
+
+        self.update_note = ""
+        if len(self._nodes) < self._device_threshold:
+            self.update_note = f"{len(self._nodes)} patched nodes: host-side updates are cheaper"
+            return None
+        keys = [("input", i) for i in range(len(self.inputs))] + [("output", i) for i in range(len(self.outputs))]
+        index = {key: k for k, key in enumerate(keys)}
+        try:
+            function = device_update.updater_function(len(keys))
+            handles = device_update.make_device_updatable([node.handle for node in self._nodes])
+        except device_update.UpdaterUnavailable as error:
+            self.update_note = str(error)
+            return None
+        slots = []
+        for position, (node, handle) in enumerate(zip(self._nodes, handles, strict=True)):
+            if handle is None:
+                continue
+            node.on_device = True
+            base = capture.snapshot.nodes[node.index].params
+            for slot in node.slots:
+                slots.append(
+                    device_update.DeviceSlot(
+                        position,
+                        base[slot.param].offset + slot.offset,
+                        index[(slot.role, slot.tensor)],
+                        slot.delta,
+                        slot.width,
+                    )
+                )
+        if not slots:
+            self.update_note = "the driver refused device-side updates for every patched node"
+            return None
+        self._keys = keys
+        try:
+            updater = device_update.DeviceUpdater(function, handles, slots, len(keys))
+            graph = self._drv.CUgraph(capture.graph.raw_cuda_graph())
+            updater.add_to(graph, [node.handle for node in self._nodes if node.on_device])
+        except Exception as error:  # host-side updates remain; the self-check judges them
+            for node in self._nodes:
+                node.on_device = False
+            self.update_note = f"the updater node could not be added: {type(error).__name__}: {error}"
+            return None
+        self.update_note = f"device-side: {len(slots)} slots in {sum(n.on_device for n in self._nodes)} nodes"
+        return updater
 
     # -- build ---------------------------------------------------------------------------
     def _prepare(self, capture) -> list[_PatchedNode]:
@@ -215,8 +300,8 @@ class ParameterizedLauncher:
         for node_index, slots in sorted(by_node.items()):
             node = capture.snapshot.nodes[node_index]
             handle = handles[node_index]
-            params, buffers, array = kernel_params_with_arguments(handle, [p.data for p in node.params])
-            nodes.append(_PatchedNode(handle, params, buffers, array, slots))
+            params, buffers, array = kernel_params_with_arguments(handle, [p.data for p in node.params], node.extra)
+            nodes.append(_PatchedNode(handle, params, buffers, array, slots, extra=node.extra, index=node_index))
         return nodes
 
     def _pin(self, words: list[analysis.Word], capture) -> None:
@@ -256,15 +341,8 @@ class ParameterizedLauncher:
         publish(finding)
 
     def _really_output(self, word: analysis.Word) -> bool:
-        """An address in the output's range can belong to an intermediate that the allocator
-        freed and handed to the output later in the capture. With each node's accesses
-        recorded (an attributed capture), keep only nodes that access the output tensor itself;
-        the others keep using the graph's own memory, which is what they did at capture."""
-        if self._ordering is None:
-            return True
-        region = next(r for r in self._ordering.regions if r.name == word.region)
-        node = self._ordering.nodes[word.node]
-        return any(start == region.start and size == region.nbytes for start, size in node.reads + node.writes)
+        """See `analysis.really_output`: kept when nothing was attributed."""
+        return self._ordering is None or analysis.really_output(word, self._ordering)
 
     def _self_check(self) -> None:
         """Two calls on fresh inputs: each must equal copy-in/replay/clone-out bit for bit (the
@@ -335,20 +413,8 @@ class ParameterizedLauncher:
             self.inputs[index].copy_(inputs[index])
         addresses = {("input", i): t.data_ptr() for i, t in enumerate(inputs)}
         addresses.update({("output", i): t.data_ptr() for i, t in enumerate(outputs) if t is not None})
-        direct = self._direct
-        if direct is not None:
-            exec_handle = self._exec_handle
-            for node in self._nodes:
-                for field, key, delta in node.writes:  # inlined _pack: this loop is the per-call cost
-                    field.value = addresses[key] + delta
-                if direct(exec_handle, node.handle_int, node.raw) != 0:
-                    raise LauncherRefused("the driver refused a kernel node update")
-        else:
-            set_params = self._drv.cuGraphExecKernelNodeSetParams
-            for node in self._nodes:
-                _pack(node, addresses)
-                self._ok(set_params(self._exec, node.handle, node.params))
-        self._capture.graph.replay()  # same stream as the allocations: ordered for the allocator
+        self._repoint(addresses)
+        self._replay()
         for index in pinned_out:
             outputs[index] = self.outputs[index].clone()
         return outputs
@@ -366,16 +432,43 @@ class ParameterizedLauncher:
         self._restore()
         for static, new in zip(self.inputs, inputs, strict=True):
             static.copy_(new)
-        self._capture.graph.replay()
+        self._replay()
         return [t.clone() for t in self.outputs]
 
     def _restore(self) -> None:
         """Point the patched nodes back at the launcher's own static buffers."""
         addresses = {("input", i): t.data_ptr() for i, t in enumerate(self.inputs)}
         addresses.update({("output", i): t.data_ptr() for i, t in enumerate(self.outputs)})
-        for node in self._nodes:
-            _pack(node, addresses)
-            self._ok(self._drv.cuGraphExecKernelNodeSetParams(self._exec, node.handle, node.params))
+        self._repoint(addresses)
+
+    def _repoint(self, addresses: dict[tuple[str, int], int]) -> None:
+        """Hand the addresses to the updater node (device-side nodes) and write them into the
+        other patched nodes; host-side writes are skipped when the nodes already hold them (a
+        caller that reuses its buffers, an output block the allocator hands back)."""
+        if self._updater is not None:
+            self._updater.write([addresses.get(key, 0) for key in self._keys])
+        current = tuple(addresses.values())
+        if current == self._last:
+            return
+        direct = self._direct
+        if direct is not None:
+            exec_handle = self._exec_handle
+            for node in self._host_nodes:
+                for field, key, delta in node.writes:  # inlined _pack: this loop is the per-call cost
+                    field.value = addresses[key] + delta
+                if direct(exec_handle, node.handle_int, node.raw) != 0:
+                    raise LauncherRefused("the driver refused a kernel node update")
+        else:
+            for node in self._host_nodes:
+                _pack(node, addresses)
+                self._ok(self._drv.cuGraphExecKernelNodeSetParams(self._exec, node.handle, node.params))
+        self._last = current
+
+    def _replay(self) -> None:
+        """Every replay consumes one row of the updater's ring: `_repoint` wrote it."""
+        self._capture.graph.replay()  # same stream as the allocations: ordered for the allocator
+        if self._updater is not None:
+            self._updater.launched()
 
 
 def _merged(ranges: list[tuple[int, int]]) -> tuple[list[int], list[int]]:

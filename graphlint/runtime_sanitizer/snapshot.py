@@ -42,6 +42,7 @@ class Node:
     op: str = ""  # the ATen operator that launched it, when the capture was attributed
     reads: list[tuple[int, int]] = field(default_factory=list)  # (address, bytes) the op read
     writes: list[tuple[int, int]] = field(default_factory=list)  # (address, bytes) it wrote
+    extra: bool = False  # launched with `extra`: params holds the one packed argument buffer
 
 
 @dataclass
@@ -52,6 +53,10 @@ class Region:
     role: str  # "input", "output", "parameter", "pool"
     start: int
     nbytes: int
+    # Outputs of an attributed capture: the index of the first graph node created after the
+    # output's storage was allocated. Nodes before it that touch the same addresses used other
+    # tensors (the allocator handed a freed intermediate's block to the output). 0: unknown.
+    born: int = 0
 
     def contains(self, address: int) -> bool:
         return self.start <= address < self.start + self.nbytes
@@ -112,6 +117,7 @@ class GraphSnapshot:
                     op=raw.get("op", ""),
                     reads=[tuple(r) for r in raw.get("reads", [])],
                     writes=[tuple(w) for w in raw.get("writes", [])],
+                    extra=raw.get("extra", False),
                 )
             )
         return cls(

@@ -1,0 +1,93 @@
+"""The launcher's pure parts (no GPU): `extra` argument buffers, output births, the device-side
+updater's tables, and the analysis on snapshots recorded on an H200 (fixtures/snapshots)."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import pytest
+
+from graphlint.runtime_sanitizer import analysis
+from graphlint.runtime_sanitizer.device_update import DeviceSlot, pack_slots
+from graphlint.runtime_sanitizer.introspection import _extra_buffer, packed_extra
+from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, Node, Region, load_captures
+
+SNAPSHOTS = Path(__file__).resolve().parent.parent / "fixtures" / "snapshots"
+
+
+def test_an_extra_array_yields_its_packed_argument_bytes() -> None:
+    buffer = ctypes.create_string_buffer(bytes(range(48)), 48)
+    array, _size = packed_extra(buffer)
+    assert _extra_buffer(ctypes.addressof(array)) == bytes(range(48))
+
+
+def test_an_extra_array_with_other_keys_or_no_size_is_not_guessed() -> None:
+    buffer = ctypes.create_string_buffer(16)
+    unknown = (ctypes.c_void_p * 3)(7, ctypes.addressof(buffer), 0)
+    no_size = (ctypes.c_void_p * 3)(1, ctypes.addressof(buffer), 0)
+    assert _extra_buffer(ctypes.addressof(unknown)) is None
+    assert _extra_buffer(ctypes.addressof(no_size)) is None
+    assert _extra_buffer(0) is None
+
+
+def test_updater_tables_group_slots_by_node_in_the_kernels_layout() -> None:
+    slots = [DeviceSlot(1, 16, 0, 8, 8), DeviceSlot(0, 0, 1, 0, 8), DeviceSlot(1, 40, 2, 0, 4)]
+    rows, firsts = pack_slots([0x1000, 0x2000], slots)
+    assert rows == [[0x1000, 0, 0, 1 | 8 << 32], [0x2000, 16, 8, 0 | 8 << 32], [0x2000, 40, 0, 2 | 4 << 32]]
+    assert firsts == [0, 1, 3]
+    with pytest.raises(ValueError, match="not device-updatable"):
+        pack_slots([None, 0x2000], slots)
+
+
+def test_an_outputs_birth_survives_serialisation() -> None:
+    snapshot = GraphSnapshot(nodes=[], edges=[], regions=[Region("output0", "output", 4096, 64, born=7)])
+    assert GraphSnapshot.from_dict(snapshot.to_dict()).regions[0].born == 7
+    old = snapshot.to_dict()
+    del old["regions"][0]["born"]  # snapshots recorded before births were kept
+    assert GraphSnapshot.from_dict(old).regions[0].born == 0
+
+
+def _word(node: int) -> analysis.Word:
+    return analysis.Word(node, 0, 0, analysis.OUTPUT, "output0", 0, 4096, 8192, 8)
+
+
+def test_a_node_that_ran_before_the_output_existed_is_not_the_outputs() -> None:
+    regions = [Region("output0", "output", 4096, 64, born=2)]
+    nodes = [Node(i, "kernel", writes=[(4096, 64)]) for i in range(3)]
+    ordering = GraphSnapshot(nodes=nodes, edges=[], regions=regions)
+    assert not analysis.really_output(_word(0), ordering)  # an intermediate in the same block
+    assert analysis.really_output(_word(2), ordering)
+    nodes[2].writes = [(4096, 32)]  # another range: another tensor
+    assert not analysis.really_output(_word(2), ordering)
+
+
+def _recorded(name: str) -> dict:
+    path = SNAPSHOTS / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"{path.name} not recorded yet (scripts/record_snapshots.py on a GPU)")
+    return load_captures(path)[0]
+
+
+def test_recorded_bf16_gemm_kernels_launched_with_extra_carry_their_pointers_in_the_buffer() -> None:
+    captures = _recorded("gemm_bf16")
+    first, second = captures["first"], captures["second"]
+    extra = [node for node in first.nodes if node.extra]
+    assert extra, "nvjet kernels launched with `extra` were recorded"
+    assert all(len(node.params) == 1 and node.params[0].size > 0 for node in extra)
+    words = analysis.classify(first, second)
+    in_extra = {(w.role, w.node) for w in words if first.nodes[w.node].extra}
+    assert any(role == analysis.INPUT for role, _ in in_extra), "the first GEMM reads the input from its buffer"
+    assert any(role == analysis.OUTPUT for role, _ in in_extra), "the last GEMM writes the output from its buffer"
+
+
+def test_recorded_output_reuse_leaves_earlier_intermediates_alone() -> None:
+    captures = _recorded("output_reuse")
+    first, second, ordering = captures["first"], captures["second"], captures["ordering"]
+    born = next(r.born for r in ordering.regions if r.name == "output0")
+    assert born > 0
+    outputs = [w for w in analysis.classify(first, second) if w.role == analysis.OUTPUT]
+    early = [w for w in outputs if w.node < born]
+    assert early, "the output's block served an earlier intermediate at the same offset in both captures"
+    kept = [w for w in outputs if analysis.really_output(w, ordering)]
+    assert kept and all(w.node >= born for w in kept)

@@ -20,7 +20,8 @@ import networkx as nx
 from graphlint.checkers import replay_rules
 from graphlint.checkers.capture_rules import CONSEQUENCES
 from graphlint.checkers.model import COMPILE, GRAPH, CallRef, FunctionSummary, Hazard, ModuleSummary
-from graphlint.findings import CallSite, Edit, Finding, Fix
+from graphlint.findings import CallSite, Finding, Fix
+from graphlint.fix_ops import AppendMethodCall
 from graphlint.registry import all_rules
 
 _MAX_ALIAS_HOPS = 8
@@ -403,7 +404,9 @@ def _runner_trace_findings(path: str, function: FunctionSummary, runner_graph, r
     results = []
     for line, col, end_line, end_col, message, _ in replay_rules.evaluate_trace(function.trace, runner_graph):
         fix = Fix(
-            "safe", "keep a copy: append `.clone()`", (Edit(end_line, end_col + 1, end_line, end_col + 1, ".clone()"),)
+            "safe",
+            "keep a copy: append `.clone()`",
+            (AppendMethodCall((line, col + 1, end_line, end_col + 1), "clone"),),
         )
         results.append(
             Finding(rule.code, rule.name, rule.severity, message, path, line, col + 1, end_line, end_col + 1, fix)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from graphlint.checkers import types as T
 from graphlint.checkers.names import evaluation_order, source_text
-from graphlint.findings import Edit, Fix
+from graphlint.findings import Fix
+from graphlint.fix_ops import AppendMethodCall, ReplaceAssignWithCopy
 from graphlint.registry import Rule, declare
 
 if TYPE_CHECKING:
@@ -706,22 +707,16 @@ def _clone_fix(state: ModuleState, value: ast.AST) -> Fix | None:
     """Append `.clone()` to the kept expression (safe: a copy never changes what is computed)."""
     if not isinstance(value, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
         return None
-    _, _, end_line, end_col = state.span(value)
-    return Fix(
-        "safe",
-        f"keep a copy: `{source_text(value)}.clone()`",
-        (Edit(end_line, end_col, end_line, end_col, ".clone()"),),
-    )
+    return Fix("safe", f"keep a copy: `{source_text(value)}.clone()`", (AppendMethodCall(state.span(value), "clone"),))
 
 
 def _copy_fix(state: ModuleState, stmt: ast.AST, value: ast.AST) -> Fix | None:
     """`static_x = batch` -> `static_x.copy_(batch)` (unsafe: the shapes may differ)."""
-    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or stmt.lineno != stmt.end_lineno:
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
         return None
     new = f"{source_text(stmt.targets[0])}.copy_({source_text(value)})"
-    line, col, end_line, end_col = state.span(stmt)
     return Fix(
-        "unsafe", f"copy into the static input: `{new}` (shapes must match)", (Edit(line, col, end_line, end_col, new),)
+        "unsafe", f"copy into the static input: `{new}` (shapes must match)", (ReplaceAssignWithCopy(state.span(stmt)),)
     )
 
 
@@ -886,10 +881,7 @@ def _trace_block(walker: FunctionWalker, body: list[ast.stmt], targets: set[str]
                         "bind",
                         target,
                         stmt.targets[0].id,
-                        value.lineno,
-                        value.col_offset,
-                        value.end_lineno,
-                        value.end_col_offset,
+                        *_trace_span(walker, value),
                     )
                 )
                 continue
@@ -917,8 +909,14 @@ def _trace_reads(walker: FunctionWalker, expr: ast.AST, targets: set[str]) -> li
             if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert") and node.args:
                 arg = node.args[-1]
                 if isinstance(arg, ast.Name):
-                    events.append(("store", arg.id, arg.lineno, arg.col_offset, arg.end_lineno, arg.end_col_offset))
+                    events.append(("store", arg.id, *_trace_span(walker, arg)))
     return events
+
+
+def _trace_span(walker: FunctionWalker, node: ast.AST) -> tuple[int, int, int, int]:
+    """A node's span in a trace: 0-based columns in characters, like the findings' (ast counts bytes)."""
+    line, col, end_line, end_col = walker.st.span(node)
+    return line, col - 1, end_line, end_col - 1
 
 
 def evaluate_trace(trace: list[tuple], runner_graph) -> list[tuple[int, int, int, int, str, bool]]:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from graphlint.checkers import types as T
 from graphlint.checkers.names import evaluation_order, source_text
-from graphlint.findings import Edit, Fix
+from graphlint.findings import Fix
+from graphlint.fix_ops import InsertStatementAfter
 from graphlint.registry import Rule, declare
 
 if TYPE_CHECKING:
@@ -634,12 +635,10 @@ def _record_stream_fix(state: ModuleState, statement: ast.stmt, name: str, strea
         return None
     if stream == MAIN:
         stream = "torch.cuda.current_stream()"
-    _, _, end_line, end_col = state.span(statement)
-    indent = " " * statement.col_offset
     return Fix(
         "unsafe",
         f"tell the allocator `{stream}` uses `{name}`: `{name}.record_stream({stream})`",
-        (Edit(end_line, end_col, end_line, end_col, f"\n{indent}{name}.record_stream({stream})"),),
+        (InsertStatementAfter(state.span(statement), f"{name}.record_stream({stream})"),),
     )
 
 

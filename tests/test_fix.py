@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -298,3 +300,29 @@ def test_cross_file_clone_after_unicode_on_the_line(tmp_path) -> None:
     result = run_cli("check", "--no-cache", "--fix", "--select", "GL201", ".", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "    première = runner(a).clone()\n" in serve.read_text()
+
+
+def test_a_check_parses_with_libcst_only_for_fixes_it_shows_or_applies(tmp_path) -> None:
+    """Analysis is `ast` only; libcst is loaded for a fix to apply or show (speed of plain runs)."""
+    (tmp_path / "train.py").write_text(SOURCE)
+    probe = (
+        "import contextlib, io, sys\n"
+        "from graphlint import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    cli.main(sys.argv[1:])\n"
+        "print('libcst' in sys.modules)\n"
+    )
+
+    def loads_libcst(*args: str) -> bool:
+        run = subprocess.run(
+            [sys.executable, "-c", probe, "check", "--no-cache", *args, "train.py"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        )
+        return run.stdout.strip() == "True"
+
+    assert not loads_libcst("--select", "GL106,GL107")  # text: fix hints, no edits
+    assert not loads_libcst("--format", "json", "--preview", "--select", "GL108")  # a finding without a fix
+    assert loads_libcst("--format", "json", "--select", "GL107")

@@ -288,7 +288,7 @@ def _fix_stdin(args: argparse.Namespace, resolver: ConfigResolver, options: Chec
 
 def _stdin_report(args: argparse.Namespace, result: CheckResult) -> int:
     context = ReportContext(files=tuple(f.display for f in result.files), summary=not args.quiet)
-    sys.stderr.write(render(args.format, result.findings, context))
+    sys.stderr.write(render(args.format, _with_fix_edits(args.format, result), context))
     return EXIT_OK if args.exit_zero or not result.findings else EXIT_FINDINGS
 
 
@@ -534,13 +534,22 @@ def _emit(args: argparse.Namespace, result: CheckResult) -> None:
             else text.render_statistics(result.findings)
         )
     else:
-        report = render(args.format, result.findings, context)
+        report = render(args.format, _with_fix_edits(args.format, result), context)
     if args.output_file:
         output = Path(args.output_file)
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(report, encoding="utf-8")
     else:
         sys.stdout.write(report)
+
+
+def _with_fix_edits(fmt: str, result: CheckResult) -> list[Finding]:
+    """The findings, with their fixes' text edits where the format shows them (JSON, SARIF)."""
+    if fmt not in ("json", "sarif") or not any(f.fix is not None for f in result.findings):
+        return result.findings
+    from graphlint.fix_engine import with_edits  # libcst: only for a report that shows fixes
+
+    return with_edits(result.findings, result.sources)
 
 
 def _by_path(findings: list[Finding]) -> dict[str, list[Finding]]:

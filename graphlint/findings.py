@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphlint.fix_ops import FixOperation
+
 SEVERITIES = ("error", "warning", "info")
 
 
@@ -39,11 +41,19 @@ class Edit:
 
 @dataclass(frozen=True)
 class Fix:
-    """A set of edits that together repair one finding; ``safe`` fixes keep behaviour."""
+    """How to repair one finding; ``safe`` fixes keep behaviour.
+
+    ``operations`` are what the rule asks for (libcst transformations, applied by
+    `graphlint.fixes`); ``edits`` are the same change as text, for the JSON and SARIF
+    reports and the language server. A rule never writes edits: they are derived from the
+    operations (`fix_engine.with_edits`) only for findings shown with them, so a plain
+    check never parses a file with libcst.
+    """
 
     applicability: str  # "safe" | "unsafe"
     message: str
-    edits: tuple[Edit, ...]
+    operations: tuple[FixOperation, ...] = ()
+    edits: tuple[Edit, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,7 +66,8 @@ class Fix:
     def from_dict(cls, data: dict[str, Any] | None) -> Fix | None:
         if data is None:
             return None
-        return cls(data["applicability"], data["message"], tuple(Edit.from_dict(e) for e in data["edits"]))
+        edits = tuple(Edit.from_dict(e) for e in data["edits"])
+        return cls(data["applicability"], data["message"], edits=edits)  # text only: nothing to apply
 
 
 @dataclass(frozen=True, order=True)

@@ -1,11 +1,13 @@
 """Applying fixes: deterministic, all-or-nothing per file, and never leaving a file broken.
 
-Fixes are text edits at 1-based (line, column) spans. For one file they are taken in
-finding order; a fix whose edits overlap an already accepted fix waits for the next pass
-(the engine re-analyses and tries again), identical edits from several findings are applied
-once. The result must parse (with `ast`, and with libcst when the original did) or the file
-is left untouched and the refusal reported. Writes go to a temporary file in the same
-directory and are renamed over the original, so a crash never leaves half a file.
+A fix is a list of operations on syntax nodes (`graphlint.fix_ops`), carried out on the
+file's libcst tree (`graphlint.fix_engine`). For one file the fixes are taken in finding
+order; a fix whose nodes overlap an already accepted fix waits for the next pass (the
+engine re-analyses and tries again), identical operations from several findings are
+applied once. When a node cannot be found, or the result would not parse (with `ast` and
+libcst), the file is left untouched and the refusal reported. Writes go to a temporary file
+in the same directory and are renamed over the original, so a crash never leaves half a
+file.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
-from graphlint.findings import Edit, Finding
+from graphlint.findings import Finding
+from graphlint.fix_ops import FixOperation, overlaps
 
 
 @dataclass
@@ -30,80 +33,60 @@ class FileFixResult:
 
 
 def fix_allowed(finding: Finding, unsafe: bool) -> bool:
-    return finding.fix is not None and (finding.fix.applicability == "safe" or unsafe)
+    fix = finding.fix
+    return fix is not None and bool(fix.operations) and (fix.applicability == "safe" or unsafe)
 
 
-def _offsets(text: str) -> list[int]:
-    starts = [0]
-    for index, char in enumerate(text):
-        if char == "\n":
-            starts.append(index + 1)
-    return starts
+def select_operations(findings: list[Finding]) -> tuple[list[FixOperation], list[Finding]]:
+    """The operations of this pass, and the findings they fix, taken in ``findings`` order.
 
-
-def _offset(starts: list[int], text: str, line: int, column: int) -> int:
-    if line - 1 >= len(starts):
-        return len(text)
-    return min(starts[line - 1] + column - 1, len(text))
-
-
-def apply_edits(text: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
-    """Apply the non-overlapping fixes of ``findings`` (in order) to ``text``."""
-    starts = _offsets(text)
-    accepted: list[tuple[int, int, str]] = []
+    A fix that touches a node an accepted fix touches waits for the next pass; an operation
+    already accepted (the same change asked for by another finding) is not repeated.
+    """
+    accepted: list[FixOperation] = []
     applied: list[Finding] = []
-    seen_edits: set[Edit] = set()
     for finding in findings:
         assert finding.fix is not None
-        spans = []
-        for edit in finding.fix.edits:
-            if edit in seen_edits:
-                continue
-            start = _offset(starts, text, edit.line, edit.column)
-            end = _offset(starts, text, edit.end_line, edit.end_column)
-            spans.append((start, end, edit.content, edit))
-        if any(
-            _overlaps(start, end, other_start, other_end)
-            for start, end, _, _ in spans
-            for other_start, other_end, _ in accepted
-        ):
+        new = [operation for operation in finding.fix.operations if operation not in accepted]
+        if any(overlaps(operation.span, other.span) for operation in new for other in accepted):
             continue
-        for start, end, content, edit in spans:
-            accepted.append((start, end, content))
-            seen_edits.add(edit)
+        accepted.extend(new)
         applied.append(finding)
-    result = text
-    for start, end, content in sorted(accepted, key=lambda e: (e[0], e[1]), reverse=True):
-        result = result[:start] + content + result[end:]
-    return result, applied
-
-
-def _overlaps(a_start: int, a_end: int, b_start: int, b_end: int) -> bool:
-    if a_start == a_end == b_start == b_end:  # two different insertions at one point
-        return True
-    return a_start < b_end and b_start < a_end
+    return accepted, applied
 
 
 def parses(original: str, fixed: str) -> str | None:
-    """Why ``fixed`` is not acceptable Python, or None."""
+    """Why ``fixed`` is not acceptable Python, or None (libcst's verdict only if it reads ``original``)."""
+    import libcst
+
+    try:
+        libcst.parse_module(original)
+    except Exception:
+        return _ast_problem(fixed)  # libcst cannot read the original either: ast's verdict stands
+    return fixed_problem(fixed)
+
+
+def fixed_problem(fixed: str) -> str | None:
+    """Why ``fixed`` is not acceptable Python to both `ast` and libcst, or None."""
+    import libcst
+
+    problem = _ast_problem(fixed)
+    if problem is not None:
+        return problem
+    try:
+        libcst.parse_module(fixed)
+    except Exception as error:
+        return f"the fixed source would not parse with libcst: {str(error).splitlines()[0]}"
+    return None
+
+
+def _ast_problem(fixed: str) -> str | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ast.parse(fixed)
     except SyntaxError as error:
         return f"the fixed source would not parse (line {error.lineno}: {error.msg})"
-    try:
-        import libcst
-    except ImportError:  # pragma: no cover - libcst is a dependency
-        return None
-    try:
-        libcst.parse_module(original)
-    except Exception:
-        return None  # libcst cannot read the original either: ast's verdict stands
-    try:
-        libcst.parse_module(fixed)
-    except Exception as error:
-        return f"the fixed source would not parse with libcst: {str(error).splitlines()[0]}"
     return None
 
 
@@ -124,11 +107,20 @@ def write_atomic(path: str, text: str, encoding: str = "utf-8") -> None:
 
 
 def fix_file(path: str, original: str, findings: list[Finding], unsafe: bool) -> FileFixResult:
+    """One pass of fixes over one file's text; the file itself is not touched here."""
+    from graphlint.fix_engine import FixError, apply_operations  # libcst: only when there is a fix
+
     fixable = [f for f in findings if fix_allowed(f, unsafe)]
-    fixed, applied = apply_edits(original, fixable)
-    if not applied or fixed == original:
+    operations, applied = select_operations(fixable)
+    if not applied:
         return FileFixResult(path, original, original, [])
-    problem = parses(original, fixed)
+    try:
+        fixed = apply_operations(original, operations)
+    except FixError as error:
+        return FileFixResult(path, original, original, [], error=str(error))
+    if fixed == original:
+        return FileFixResult(path, original, original, [])
+    problem = fixed_problem(fixed)
     if problem is not None:
         return FileFixResult(path, original, original, [], error=problem)
     return FileFixResult(path, original, fixed, applied)

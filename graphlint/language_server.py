@@ -23,6 +23,7 @@ from graphlint.cache import CACHE_DIR_NAME
 from graphlint.config import ConfigError, ConfigResolver
 from graphlint.engine import CheckOptions
 from graphlint.findings import Finding
+from graphlint.fix_engine import with_edits
 from graphlint.project_context import check_in_project
 from graphlint.registry import get_rule
 
@@ -52,7 +53,7 @@ def analyse(uri: str, text: str) -> list[Finding]:
     path = uri_to_path(uri)
     options = CheckOptions(jobs=1, cache_dir=_cache_dir(path))
     result = check_in_project([str(path)], ConfigResolver(), options, {path.resolve(): text.encode("utf-8")})
-    return result.findings
+    return with_edits(result.findings, result.sources)
 
 
 def _range(line: int, column: int, end_line: int, end_column: int) -> types.Range:
@@ -79,7 +80,7 @@ def to_diagnostic(finding: Finding, path: str) -> types.Diagnostic:
         severity=_SEVERITY.get(finding.severity, types.DiagnosticSeverity.Warning),
         code=finding.code,
         source="graphlint",
-        data=finding.fix.to_dict() if finding.fix is not None and finding.path == path else None,
+        data=finding.fix.to_dict() if finding.fix is not None and finding.fix.edits and finding.path == path else None,
     )
 
 

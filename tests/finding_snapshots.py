@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from graphlint.findings import Finding
-from graphlint.fixes import apply_edits, parses
+from graphlint.fixes import parses
 
 UPDATE_ENV = "GRAPHLINT_UPDATE_SNAPSHOTS"
 _CONTEXT_LINES = 2
@@ -113,8 +113,8 @@ def _fix_diff(finding: Finding, text: str | None, path: str) -> list[str]:
     """The unified diff of applying this one fix with graphlint's fix engine."""
     if text is None:
         return ["    (source not readable as UTF-8: no diff)"]
-    fixed, applied = apply_edits(text, [finding])
-    if not applied or fixed == text:
+    fixed = _apply_text_edits(text, finding.fix.edits if finding.fix else ())
+    if fixed == text:
         return ["    (the fix changes nothing)"]
     diff = difflib.unified_diff(
         text.splitlines(), fixed.splitlines(), f"a/{path}", f"b/{path}", n=_CONTEXT_LINES, lineterm=""
@@ -124,6 +124,22 @@ def _fix_diff(finding: Finding, text: str | None, path: str) -> list[str]:
     if problem is not None:
         lines.append(f"    the engine refuses this result: {problem}")
     return lines
+
+
+def _apply_text_edits(text: str, edits) -> str:
+    """Apply a finding's text edits (as JSON reports them, derived from the libcst rewrite)."""
+    starts = [0]
+    for index, char in enumerate(text):
+        if char == "\n":
+            starts.append(index + 1)
+
+    def offset(line: int, column: int) -> int:
+        return len(text) if line - 1 >= len(starts) else min(starts[line - 1] + column - 1, len(text))
+
+    for edit in sorted(edits, key=lambda e: (e.line, e.column), reverse=True):
+        start, end = offset(edit.line, edit.column), offset(edit.end_line, edit.end_column)
+        text = text[:start] + edit.content + text[end:]
+    return text
 
 
 def updating(option: bool) -> bool:

@@ -75,7 +75,10 @@ async def test_diagnostics_and_quick_fix_for_gl201(client: LanguageClient, tmp_p
     (action,) = actions
     assert action.kind == types.CodeActionKind.QuickFix and action.is_preferred
     (edit,) = action.edit.changes[uri]
-    assert ".clone()" in edit.new_text
+    assert edit.new_text == ".clone()"
+    assert edit.range == types.Range(
+        start=types.Position(line=14, character=33), end=types.Position(line=14, character=33)
+    )
 
 
 @pytest.mark.asyncio

@@ -147,10 +147,15 @@ class _Recorder(FlowState):
             assert isinstance(value, ast.Call)
             for arg in [*value.args, *(kw.value for kw in value.keywords)]:
                 self.reads(arg)
-            self.stack[-1].append(Bind(target, name, _span(value)))
+            self.stack[-1].append(Bind(target, name, self._span(value)))
             return
         self.reads(value)
         self.stack[-1].append(Kill(name))
+
+    def _span(self, node: ast.AST) -> Span:
+        """A node's span with 0-based columns in characters, like the findings' (ast counts bytes)."""
+        line, col, end_line, end_col = self.w.st.span(node)
+        return line, col - 1, end_line, end_col - 1
 
     def reads(self, expr: ast.AST) -> None:
         events = self.stack[-1]
@@ -165,11 +170,7 @@ class _Recorder(FlowState):
                 if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert") and node.args:
                     arg = node.args[-1]
                     if isinstance(arg, ast.Name):
-                        events.append(Store(arg.id, _span(arg)))
-
-
-def _span(node: ast.AST) -> Span:
-    return (node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or node.col_offset)
+                        events.append(Store(arg.id, self._span(arg)))
 
 
 # -- evaluation (project phase) ------------------------------------------------------------------

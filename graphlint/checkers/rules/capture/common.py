@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.names import source_text
-from graphlint.findings import Edit, Fix
+from graphlint.findings import Fix
+from graphlint.fix_ops import SetKeyword
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.binder import FunctionWalker
@@ -48,20 +49,6 @@ def short(node: ast.AST, limit: int = 40) -> str:
 
 
 def keyword_fix(state: ModuleState, call: ast.Call, keyword: str, value: str, message: str) -> Fix:
-    """Add ``keyword=value`` to ``call`` (or set it, if the call already passes it).
-
-    The edit goes right after the last argument, so trailing commas and comments inside
-    the parentheses stay valid.
-    """
+    """Add ``keyword=value`` to ``call`` (or set it, if the call already passes it)."""
     applicability = "safe" if keyword == "cache_enabled" else "unsafe"
-    existing = next((kw for kw in call.keywords if kw.arg == keyword), None)
-    if existing is not None:
-        line, col, end_line, end_col = state.span(existing.value)
-        return Fix(applicability, message, (Edit(line, col, end_line, end_col, value),))
-    parts = [*call.args, *call.keywords]
-    if parts:
-        last = max(parts, key=lambda p: (p.end_lineno or 0, p.end_col_offset or 0))
-        _, _, end_line, end_col = state.span(last)
-        return Fix(applicability, message, (Edit(end_line, end_col, end_line, end_col, f", {keyword}={value}"),))
-    _, _, end_line, end_col = state.span(call)
-    return Fix(applicability, message, (Edit(end_line, end_col - 1, end_line, end_col - 1, f"{keyword}={value}"),))
+    return Fix(applicability, message, (SetKeyword(state.span(call), keyword, value),))

@@ -6,24 +6,20 @@ import ast
 
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.names import source_text
-from graphlint.findings import Edit, Fix
+from graphlint.findings import Fix
+from graphlint.fix_ops import AppendMethodCall
 
 
 def clone_fix(w: FunctionWalker, value: ast.AST) -> Fix | None:
     """Append `.clone()` to the kept expression (safe: a copy never changes what is computed)."""
     if not isinstance(value, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
         return None
-    _, _, end_line, end_col = w.st.span(value)
-    return Fix(
-        "safe",
-        f"keep a copy: `{source_text(value)}.clone()`",
-        (Edit(end_line, end_col, end_line, end_col, ".clone()"),),
-    )
+    return Fix("safe", f"keep a copy: `{source_text(value)}.clone()`", (AppendMethodCall(w.st.span(value), "clone"),))
 
 
 def clone_fix_at(span: tuple[int, int, int, int]) -> Fix:
-    """The same fix for a span recorded in a summary (0-based end column)."""
-    _, _, end_line, end_col = span
+    """The same fix for a span recorded in a summary (0-based columns)."""
+    line, col, end_line, end_col = span
     return Fix(
-        "safe", "keep a copy: append `.clone()`", (Edit(end_line, end_col + 1, end_line, end_col + 1, ".clone()"),)
+        "safe", "keep a copy: append `.clone()`", (AppendMethodCall((line, col + 1, end_line, end_col + 1), "clone"),)
     )

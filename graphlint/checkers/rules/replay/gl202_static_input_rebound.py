@@ -8,7 +8,8 @@ from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.machinery.names import source_text
 from graphlint.checkers.machinery.replay_flow import InputRebound
-from graphlint.findings import Edit, Fix
+from graphlint.findings import Fix
+from graphlint.fix_ops import ReplaceAssignWithCopy
 from graphlint.registry import Rule, declare
 
 RULE = declare(
@@ -59,10 +60,9 @@ class StaticInputRebound(Detector):
 
 def _copy_fix(w: FunctionWalker, stmt: ast.AST, value: ast.AST) -> Fix | None:
     """`static_x = batch` -> `static_x.copy_(batch)` (unsafe: the shapes may differ)."""
-    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or stmt.lineno != stmt.end_lineno:
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
         return None
     new = f"{source_text(stmt.targets[0])}.copy_({source_text(value)})"
-    line, col, end_line, end_col = w.st.span(stmt)
     return Fix(
-        "unsafe", f"copy into the static input: `{new}` (shapes must match)", (Edit(line, col, end_line, end_col, new),)
+        "unsafe", f"copy into the static input: `{new}` (shapes must match)", (ReplaceAssignWithCopy(w.st.span(stmt)),)
     )

@@ -6,7 +6,8 @@ import ast
 
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.stream_flow import MAIN
-from graphlint.findings import Edit, Fix
+from graphlint.findings import Fix
+from graphlint.fix_ops import InsertStatementAfter
 
 
 def record_stream_fix(w: FunctionWalker, statement: ast.stmt, name: str, stream: str) -> Fix | None:
@@ -15,10 +16,8 @@ def record_stream_fix(w: FunctionWalker, statement: ast.stmt, name: str, stream:
         return None
     if stream == MAIN:
         stream = "torch.cuda.current_stream()"
-    _, _, end_line, end_col = w.st.span(statement)
-    indent = " " * statement.col_offset
     return Fix(
         "unsafe",
         f"tell the allocator `{stream}` uses `{name}`: `{name}.record_stream({stream})`",
-        (Edit(end_line, end_col, end_line, end_col, f"\n{indent}{name}.record_stream({stream})"),),
+        (InsertStatementAfter(w.st.span(statement), f"{name}.record_stream({stream})"),),
     )

@@ -220,13 +220,14 @@ class FunctionWalker(ValueKinds, CallTargets, FlowState):
         fix: Fix | None = None,
         always: bool = False,
         needs_region: int | None = None,
+        graph_only: bool = False,
     ) -> None:
         """A candidate finding at ``node``; the project phase decides whether it is one."""
         if not self.record or (self.guarded and not always):
             return
         line, col, end_line, end_col = self.st.span(node)
         self.summary.hazards.append(
-            Hazard(code, message, line, col, end_line, end_col, self.regions, fix, always, needs_region)
+            Hazard(code, message, line, col, end_line, end_col, self.regions, fix, always, needs_region, graph_only)
         )
 
     def emit(self, event: object) -> None:
@@ -319,6 +320,11 @@ class FunctionWalker(ValueKinds, CallTargets, FlowState):
             self._event("test", expr, "case guard")
 
     def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
+        it = stmt.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
+            if not self.is_local_name("range"):
+                self._bind(stmt.target, T.T_PY)  # `for i in range(n)`: a Python int
+                return
         self._bind(stmt.target, _element_ty(self.ty(stmt.iter)))
 
     def fork(self, stmt: ast.stmt) -> bool:

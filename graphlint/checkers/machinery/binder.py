@@ -193,13 +193,22 @@ class FunctionWalker(ValueKinds, CallTargets, FlowState):
         self._ty_cache.clear()
 
     def capturing_guard(self, test: ast.expr) -> bool | None:
-        """True if ``test`` is "we are capturing", False if "we are not", None otherwise."""
-        negate = False
-        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            negate = not negate
-            test = test.operand
+        """True if ``test`` holds whenever we are capturing (its else-branch never runs in a
+        capture: `if is_current_stream_capturing():`), False if ``test`` implies we are not
+        (its body never runs in one: `if not is_compiling() and cuda.is_initialized():`),
+        None otherwise. `and`/`or` combine the parts; a guard among other conditions still
+        guards the branch it decides alone."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.capturing_guard(test.operand)
+            return None if inner is None else not inner
+        if isinstance(test, ast.BoolOp):
+            parts = [self.capturing_guard(value) for value in test.values]
+            if isinstance(test.op, ast.And):
+                # A and B implies "not capturing" if one part does; it holds in capture if all do.
+                return False if False in parts else (True if all(p is True for p in parts) else None)
+            return True if True in parts else (False if all(p is False for p in parts) else None)
         if isinstance(test, ast.Call) and self.resolve(test.func) in _CAPTURING_GUARDS:
-            return not negate
+            return True
         return None
 
     # -- what the walk records -------------------------------------------------------------
@@ -211,13 +220,14 @@ class FunctionWalker(ValueKinds, CallTargets, FlowState):
         fix: Fix | None = None,
         always: bool = False,
         needs_region: int | None = None,
+        graph_only: bool = False,
     ) -> None:
         """A candidate finding at ``node``; the project phase decides whether it is one."""
         if not self.record or (self.guarded and not always):
             return
         line, col, end_line, end_col = self.st.span(node)
         self.summary.hazards.append(
-            Hazard(code, message, line, col, end_line, end_col, self.regions, fix, always, needs_region)
+            Hazard(code, message, line, col, end_line, end_col, self.regions, fix, always, needs_region, graph_only)
         )
 
     def emit(self, event: object) -> None:
@@ -304,12 +314,17 @@ class FunctionWalker(ValueKinds, CallTargets, FlowState):
         self.expr(expr)
         if isinstance(stmt, ast.While):
             self._event("test", expr, "while")
-        elif isinstance(stmt, ast.If) and self.capturing_guard(expr) is None:
-            self._event("test", expr, "if")
+        elif isinstance(stmt, ast.If) and (self.capturing_guard(expr) is None or isinstance(expr, ast.BoolOp)):
+            self._event("test", expr, "if")  # a guard's other conditions still run in capture
         elif isinstance(stmt, ast.Match) and expr is not stmt.subject:
             self._event("test", expr, "case guard")
 
     def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
+        it = stmt.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
+            if not self.is_local_name("range"):
+                self._bind(stmt.target, T.T_PY)  # `for i in range(n)`: a Python int
+                return
         self._bind(stmt.target, _element_ty(self.ty(stmt.iter)))
 
     def fork(self, stmt: ast.stmt) -> bool:

@@ -54,7 +54,9 @@ class Hazard(Compact):
 
     ``regions`` are the enclosing region ids (innermost last). ``always`` hazards are
     findings whatever the reachability (the file phase decided them); ``needs_region``
-    hazards count only when that region turns out to be a capture.
+    hazards count only when that region turns out to be a capture. ``graph_only`` hazards
+    are hazards of a raw capture only: under torch.compile, Dynamo traces the value and
+    guards on it (`torch.tensor(3, device="cuda")` is a constant, not a stale copy).
     """
 
     code: str
@@ -67,6 +69,7 @@ class Hazard(Compact):
     fix: Fix | None = None
     always: bool = False
     needs_region: int | None = None
+    graph_only: bool = False
 
 
 @dataclass

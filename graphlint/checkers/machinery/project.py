@@ -382,6 +382,8 @@ class Project:
             kind, call_path = reached.kind, reached.path
         else:
             return None
+        if kind == COMPILE and hazard.graph_only:
+            return None  # Dynamo traces and guards it: not a value frozen by a raw capture
         consequence = rule.consequences.get(kind)
         message = f"{hazard.message}: {consequence}" if consequence else hazard.message
         if kind == COMPILE and "torch.compile" not in message:

@@ -57,12 +57,35 @@ class HostToDeviceCopy(Detector):
         device = T.keyword(call, "device")
         if T.is_host_factory(name) and name != "torch.from_numpy" and device is not None:
             if not T.device_is_host(device):
-                w.hazard(RULE.code, call, f"`{name}(...)` copies host data onto the GPU")
+                message = f"`{name}(...)` copies host data onto the GPU"
+                w.hazard(RULE.code, call, message, graph_only=_python_data(w, call))
         elif name in _LEGACY_CUDA_CONSTRUCTORS and call.args:
-            w.hazard(RULE.code, call, f"`{name}(...)` copies host data onto the GPU")
+            message = f"`{name}(...)` copies host data onto the GPU"
+            w.hazard(RULE.code, call, message, graph_only=_python_data(w, call))
         elif name is None:
             method, _ = method_of(call)
             kind = receiver_kind(w, call)
             if method in ("cuda", "to") and kind is not None and kind.kind == T.HOST:
                 if method == "cuda" or T.call_targets_device(call):
                     w.hazard(RULE.code, call, f"`.{method}()` copies host data onto the GPU")
+
+
+def _python_data(w: FunctionWalker, call: ast.Call) -> bool:
+    """Is the data a Python value (`torch.tensor(i, device=...)`, `[1.0, lr]`)?
+
+    torch.compile traces it as a constant and guards on it, recompiling when it changes:
+    not a copy frozen at capture. A NumPy array or a CPU tensor stays host data there too.
+    """
+    data = call.args[0] if call.args else T.keyword(call, "data")
+    return data is not None and _is_python_value(w, data)
+
+
+def _is_python_value(w: FunctionWalker, node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(_is_python_value(w, element) for element in node.elts)
+    if isinstance(node, ast.UnaryOp):
+        return _is_python_value(w, node.operand)
+    ty = w.ty(node)
+    return ty is not None and ty.kind == T.PY

@@ -115,7 +115,7 @@ def test_a_parameter_call_is_an_edge_to_the_class_captured_code_passes(write_tre
     graph = project.call_graph.graph
     assert graph.has_edge("main.step", "main.Model.forward")
     assert graph.edges["main.step", "main.Model.forward"]["bound"] is True
-    assert graph.edges["main.step", "main.Model.forward"]["site"].line == 15
+    assert graph.edges["main.step", "main.Model.forward"]["line"] == 15
     # `step(Other(), x)` runs outside the capture: no binding flows from it.
     assert not graph.has_edge("main.step", "main.Other.forward")
     found = _gl101(root)

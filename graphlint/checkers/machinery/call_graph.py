@@ -1,9 +1,9 @@
 """The project's call graph (a networkx DiGraph) and what runs in a capture, read from it.
 
-Nodes are function qualnames; an edge is a call graphlint resolved, with its call site as
-edge data (``site``: the first such call in the caller, in source order). Every function's
-calls are edges, whether or not a capture reaches them, so `graphlint callgraph` prints the
-same graph the rules are judged on.
+Nodes are function qualnames; an edge is a call graphlint resolved, with the line of the
+first such call in the caller as edge data (``line``; the caller's file and display name
+are the function's). Every function's calls are edges, whether or not a capture reaches
+them, so `graphlint callgraph` prints the same graph the rules are judged on.
 
 A call of a parameter (`model(x)` inside `def step(model, x)`) runs whatever the callers
 pass. Those classes flow from the capture regions along the calls to a fixed point
@@ -73,7 +73,7 @@ class CallGraph:
         self.graph.add_nodes_from(resolver.functions)
         _add_calls(self.graph, resolver, _parameter_bindings(resolver, seeds, log), log)
         _add_roots(self.graph, seeds)
-        self.reach = _capture_reach(self.graph)
+        self.reach = _capture_reach(self.graph, resolver)
 
     def functions(self) -> Iterator[str]:
         """Every analysed function (the nodes that are not capture roots)."""
@@ -141,20 +141,33 @@ def _parameter_bindings(resolver: Resolver, seeds: list[_Seed], log: ErrorLog) -
 
 
 def _add_calls(graph: nx.DiGraph, resolver: Resolver, bindings: dict[str, Bindings], log: ErrorLog) -> None:
-    """One edge per (caller, callee), in the order of the calls; the first call is its site."""
+    """One edge per (caller, callee), in the order of the calls; the first call's line is its
+    ``line`` (the caller's file and name are the node's, in ``resolver.functions``).
+
+    Edge data holds plain values (no `CallSite` per edge) and edges go in as one batch: on a
+    large project (tens of thousands of edges) networkx's bookkeeping and the garbage
+    collector's passes over what survives are most of the cost.
+    """
+    edges: list[tuple[str, str, dict]] = []
     unbound: Bindings = {}
     for qualname, (path, function) in resolver.functions.items():
         if not function.calls:
             continue
         own = bindings.get(qualname, unbound)
         with log.guard(path, function.line, f"following the calls of `{function.display}`"):
+            callees_seen: set[str] = set()
             for call in function.calls:
                 bound = isinstance(call.target, PARAMETER_TARGETS)
+                if bound and not own:
+                    continue  # nothing bound: a parameter call of code no capture passes a class to
                 callees = resolver.resolve_bound(call.target, own) if bound else resolver.resolve_target(call.target)
                 for callee in callees:
-                    if not graph.has_edge(qualname, callee):
-                        site = CallSite(path, call.line, function.display)
-                        graph.add_edge(qualname, callee, site=site, bound=bound)
+                    if callee not in callees_seen:
+                        callees_seen.add(callee)
+                        edges.append(
+                            (qualname, callee, {"line": call.line, "bound": True} if bound else {"line": call.line})
+                        )
+    graph.add_edges_from(edges)
 
 
 def _add_roots(graph: nx.DiGraph, seeds: list[_Seed]) -> None:
@@ -166,7 +179,7 @@ def _add_roots(graph: nx.DiGraph, seeds: list[_Seed]) -> None:
 
 
 # -- reach: shortest paths from the roots ----------------------------------------------------------
-def _capture_reach(graph: nx.DiGraph) -> dict[str, Reach]:
+def _capture_reach(graph: nx.DiGraph, resolver: Resolver) -> dict[str, Reach]:
     """Every function a capture runs, with its region kind and shortest call path."""
     reach: dict[str, Reach] = {}
     for kind in (GRAPH, COMPILE):  # graph captures first: their consequence is the one reported
@@ -175,9 +188,18 @@ def _capture_reach(graph: nx.DiGraph) -> dict[str, Reach]:
             continue
         for node, nodes in nx.single_source_dijkstra_path(graph, root, weight="weight").items():
             if node != root and node not in reach:
-                sites = (graph.succ[caller][callee]["site"] for caller, callee in pairwise(nodes))
-                reach[node] = Reach(kind, tuple(site for site in sites if site is not None))
+                reach[node] = Reach(kind, tuple(_call_sites(graph, resolver, nodes)))
     return reach
+
+
+def _call_sites(graph: nx.DiGraph, resolver: Resolver, nodes: list) -> Iterator[CallSite]:
+    """The calls along a path of nodes from a capture root."""
+    root_edge = graph.succ[nodes[0]][nodes[1]]
+    if root_edge["site"] is not None:
+        yield root_edge["site"]
+    for caller, callee in pairwise(nodes[1:]):
+        path, function = resolver.functions[caller]
+        yield CallSite(path, graph.succ[caller][callee]["line"], function.display)
 
 
 def _merge(into: Bindings, new: Bindings) -> bool:

@@ -6,87 +6,139 @@ parameter `model`) and the project phase maps the name to function qualnames. Th
 names say which arguments carry a known class, so a callee's parameter calls can be
 resolved per caller.
 
-Every cached summary holds these by the hundred thousand and the project phase keys memo
-dicts with them, so each is a frozen, slotted dataclass: hashable, equal only to its own
-kind (two kinds with the same fields stay distinct keys), and pickled as its class and
-field values (`_Compact`), not as an attribute dict.
+Each kind is a small immutable class over a tuple ``(kind, *fields)``: every cached summary
+holds these by the hundred thousand, and the project phase looks one up in a memo dict per
+call of the project, so they must pickle compactly (as their class and fields) and hash
+and compare in C, which a tuple does and a dataclass does not. The leading kind keeps two
+kinds with the same fields apart (`FunctionTarget("pkg.C")` is not `InstanceCall("pkg.C")`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Union
 
 
-class _Compact:
-    """Pickle as (class, field values): smaller and faster to load than the default state."""
+class _Target(tuple):
+    """A tuple ``(kind, *fields)``; each kind's ``__new__`` adds its kind, pickles drop it."""
 
     __slots__ = ()
 
-    def __reduce__(self) -> tuple[type, tuple[str, ...]]:
-        return (type(self), tuple(getattr(self, name) for name in self.__slots__))
+    def __getnewargs__(self) -> tuple[str, ...]:
+        return tuple(self[1:])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{tuple(self[1:])!r}"
 
 
-@dataclass(frozen=True, slots=True)
-class FunctionTarget(_Compact):
+class FunctionTarget(_Target):
     """``pkg.f(...)``: a function, or a class to construct (its ``__init__`` runs)."""
 
-    name: str  # dotted name as the file sees it; re-exports are followed project-wide
+    __slots__ = ()
+
+    def __new__(cls, name: str) -> FunctionTarget:
+        return tuple.__new__(cls, ("function", name))
+
+    @property
+    def name(self) -> str:
+        """The dotted name as the file sees it; re-exports are followed project-wide."""
+        return self[1]
 
     def text(self) -> str:
         """The call as `graphlint captures` shows it."""
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
-class MethodTarget(_Compact):
+class MethodTarget(_Target):
     """``obj.name(...)`` on an instance of a known class: a method, or a callable attribute
     (an attribute that holds an instance of another project class)."""
 
-    owner: str  # class qualname
-    name: str
+    __slots__ = ()
+
+    def __new__(cls, owner: str, name: str) -> MethodTarget:
+        return tuple.__new__(cls, ("method", owner, name))
+
+    @property
+    def owner(self) -> str:
+        """The class qualname."""
+        return self[1]
+
+    @property
+    def name(self) -> str:
+        return self[2]
 
     def text(self) -> str:
         return f"{self.owner}.{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
-class InstanceCall(_Compact):
+class InstanceCall(_Target):
     """``obj(...)`` on an instance of a known class: its ``forward`` or ``__call__`` runs."""
 
-    cls: str  # class qualname
+    __slots__ = ()
+
+    def __new__(cls, cls_name: str) -> InstanceCall:
+        return tuple.__new__(cls, ("instance", cls_name))
+
+    @property
+    def cls(self) -> str:
+        """The class qualname."""
+        return self[1]
 
     def text(self) -> str:
         return f"{self.cls}(...) instance call"
 
 
-@dataclass(frozen=True, slots=True)
-class SuperCall(_Compact):
+class SuperCall(_Target):
     """``super().name(...)`` in a method of ``owner``: looked up from its bases."""
 
-    owner: str  # the class whose method makes the call
-    name: str
+    __slots__ = ()
+
+    def __new__(cls, owner: str, name: str) -> SuperCall:
+        return tuple.__new__(cls, ("super", owner, name))
+
+    @property
+    def owner(self) -> str:
+        """The class whose method makes the call."""
+        return self[1]
+
+    @property
+    def name(self) -> str:
+        return self[2]
 
     def text(self) -> str:
         return f"super({self.owner}).{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
-class ParamCall(_Compact):
+class ParamCall(_Target):
     """``param(...)``: runs whatever the callers pass; resolved from their argument classes."""
 
-    param: str
+    __slots__ = ()
+
+    def __new__(cls, param: str) -> ParamCall:
+        return tuple.__new__(cls, ("param", param))
+
+    @property
+    def param(self) -> str:
+        return self[1]
 
     def text(self) -> str:
         return self.param
 
 
-@dataclass(frozen=True, slots=True)
-class ParamMethodCall(_Compact):
+class ParamMethodCall(_Target):
     """``param.name(...)``: a method of whatever the callers pass as ``param``."""
 
-    param: str
-    name: str
+    __slots__ = ()
+
+    def __new__(cls, param: str, name: str) -> ParamMethodCall:
+        return tuple.__new__(cls, ("param method", param, name))
+
+    @property
+    def param(self) -> str:
+        return self[1]
+
+    @property
+    def name(self) -> str:
+        return self[2]
 
     def text(self) -> str:
         return f"{self.param}.{self.name}"
@@ -96,18 +148,31 @@ CallTarget = Union[FunctionTarget, MethodTarget, InstanceCall, SuperCall, ParamC
 PARAMETER_TARGETS = (ParamCall, ParamMethodCall)  # resolved only with the caller's bindings
 
 
-@dataclass(frozen=True, slots=True)
-class ClassArg(_Compact):
-    """An argument known to be an instance of ``cls`` (a class qualname)."""
+class ClassArg(_Target):
+    """An argument known to be an instance of a project class."""
 
-    cls: str
+    __slots__ = ()
+
+    def __new__(cls, cls_name: str) -> ClassArg:
+        return tuple.__new__(cls, ("class argument", cls_name))
+
+    @property
+    def cls(self) -> str:
+        """The class qualname."""
+        return self[1]
 
 
-@dataclass(frozen=True, slots=True)
-class ParamArg(_Compact):
-    """An argument that is the caller's own parameter ``param``: it passes on what it received."""
+class ParamArg(_Target):
+    """An argument that is the caller's own parameter: it passes on what the caller received."""
 
-    param: str
+    __slots__ = ()
+
+    def __new__(cls, param: str) -> ParamArg:
+        return tuple.__new__(cls, ("parameter argument", param))
+
+    @property
+    def param(self) -> str:
+        return self[1]
 
 
 ArgValue = Union[ClassArg, ParamArg]  # noqa: UP007 (runtime alias for 3.10)

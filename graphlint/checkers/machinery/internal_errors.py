@@ -8,9 +8,8 @@ reported as GL002 on the file it was about.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
+from types import TracebackType
 
 
 @dataclass(frozen=True)
@@ -29,13 +28,24 @@ class ErrorLog:
     def __init__(self) -> None:
         self.errors: list[InternalError] = []
 
-    @contextmanager
-    def guard(self, path: str, line: int, step: str) -> Iterator[None]:
-        """Record an exception in ``step`` as an internal error on ``path`` and go on."""
-        try:
-            yield
-        except (KeyboardInterrupt, MemoryError):
-            raise
-        except Exception as error:
-            message = f"{step} failed: {type(error).__name__}: {error}"
-            self.errors.append(InternalError(path, line, message, traceback.format_exc()))
+    def guard(self, path: str, line: int, step: str) -> _Guard:
+        """A context that records an exception in ``step`` as an internal error on ``path``
+        and goes on (a class, not a generator: the call graph enters one per function)."""
+        return _Guard(self.errors, path, line, step)
+
+
+class _Guard:
+    __slots__ = ("errors", "line", "path", "step")
+
+    def __init__(self, errors: list[InternalError], path: str, line: int, step: str) -> None:
+        self.errors, self.path, self.line, self.step = errors, path, line, step
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _: TracebackType | None) -> bool:
+        if error is None or isinstance(error, (KeyboardInterrupt, MemoryError)) or not isinstance(error, Exception):
+            return False
+        message = f"{self.step} failed: {type(error).__name__}: {error}"
+        self.errors.append(InternalError(self.path, self.line, message, traceback.format_exc()))
+        return True

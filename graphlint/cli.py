@@ -428,7 +428,7 @@ def _server() -> int:
 def _callgraph(args: argparse.Namespace) -> int:
     import json
 
-    from graphlint.checkers.machinery.callgraph import call_graph
+    from graphlint.checkers.machinery.callgraph_json import call_graph
     from graphlint.engine import load_project
 
     options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args))

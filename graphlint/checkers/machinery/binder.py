@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.call_naming import CallNaming
+from graphlint.checkers.machinery.call_targets import CallTarget, FunctionTarget
 from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.model import COMPILE, GRAPH, CallRef, EntryRef, FunctionSummary, Hazard, Region
 from graphlint.checkers.machinery.module_state import ModuleState
@@ -27,7 +29,6 @@ from graphlint.checkers.machinery.syntax import (
     method_call_receiver,
     statements,
 )
-from graphlint.checkers.machinery.targets import CallTargets
 from graphlint.checkers.machinery.value_inference import ValueKinds, is_compile_capture
 from graphlint.findings import Fix
 
@@ -70,7 +71,7 @@ class _WithFrame:
     graphed_before: int
 
 
-class FunctionWalker(ValueKinds, CallTargets, FlowState):
+class FunctionWalker(ValueKinds, CallNaming, FlowState):
     """The binder of one function: bindings, regions, calls, and the detectors' events."""
 
     loop_passes = 1  # kinds are not iterated to a fixed point; a second pass would double regions
@@ -234,12 +235,12 @@ class FunctionWalker(ValueKinds, CallTargets, FlowState):
         """Hand a flow's event to the detectors that answer it."""
         self.hooks.emit(self, event)
 
-    def record_call(self, target: str, node: ast.Call) -> None:
+    def record_call(self, target: CallTarget, node: ast.Call) -> None:
         if self.record and not self.guarded:
             line, col, _, _ = self.st.span(node)
             self.summary.calls.append(CallRef(target, line, col, self.regions, self.typed_args(node)))
 
-    def _new_region(self, node: ast.AST, label: str, target: str | None, kind: str = GRAPH) -> int:
+    def _new_region(self, node: ast.AST, label: str, target: CallTarget | None, kind: str = GRAPH) -> int:
         self.st.summary.regions.append(Region(node.lineno, label, target, kind))
         return len(self.st.summary.regions) - 1
 
@@ -427,7 +428,7 @@ class FunctionWalker(ValueKinds, CallTargets, FlowState):
         for decorator in node.decorator_list:
             if isinstance(decorator, ast.Call) and self.resolve(decorator.func) == "torch.compile":
                 if is_compile_capture(decorator):
-                    entry = EntryRef(f"f:{qualname}", node.lineno, COMPILE, self.display, False)
+                    entry = EntryRef(FunctionTarget(qualname), node.lineno, COMPILE, self.display, False)
                     self.st.summary.entries.append(entry)
 
     # -- with blocks -----------------------------------------------------------------------

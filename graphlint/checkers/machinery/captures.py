@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from graphlint.checkers.machinery.call_targets import PARAMETER_TARGETS, CallTarget, FunctionTarget, MethodTarget
 from graphlint.checkers.machinery.model import COMPILE, CallRef, EntryRef, ModuleSummary, OpaqueCall
 from graphlint.checkers.machinery.names import LIBRARY_ROOTS
 from graphlint.checkers.machinery.project import Project
@@ -87,7 +88,7 @@ class CaptureReport:
 
 def capture_report(project: Project) -> CaptureReport:
     """Every capture region of the project, with what it captures and what it reaches."""
-    project.capture_reach()  # fills project.graph with every reached call edge
+    graph = project.call_graph.graph
     regions: list[CaptureRegion] = []
     unseen: list[UnseenContext] = []
     for path, summary in sorted(project.summaries.items()):
@@ -96,7 +97,7 @@ def capture_report(project: Project) -> CaptureReport:
         unseen.extend(_unseen(project, path, summary))
     everything: set[str] = set()
     for region in regions:
-        reached = _reached(project.graph, region)
+        reached = _reached(graph, region)
         region.reached = len(reached)
         everything |= reached
     regions.sort(key=lambda r: (r.path, r.line, r.kind))
@@ -146,8 +147,13 @@ def _unseen(project: Project, path: str, summary: ModuleSummary) -> list[UnseenC
     for region_id, region in enumerate(summary.regions):
         if region.target is None or project.region_active(summary, region_id):
             continue
-        kind, _, dotted = region.target.partition(":")
-        if kind == "f" and _CAPTURE_LIKE.search(region.label) and not project.resolve_target(region.target):
+        target = region.target
+        if (
+            isinstance(target, FunctionTarget)
+            and _CAPTURE_LIKE.search(region.label)
+            and not project.resolve_target(target)
+        ):
+            dotted = target.name
             if dotted.partition(".")[0] not in LIBRARY_ROOTS and not _analysed_under_another_name(project, dotted):
                 found.append(UnseenContext(path, region.line, region.label, dotted))
     return found
@@ -161,41 +167,42 @@ def _analysed_under_another_name(project: Project, dotted: str) -> bool:
     return any(prefix == name or prefix.endswith(f".{name}") for prefix in prefixes for name in project.modules)
 
 
-def _wrapper_kind(project: Project, target: str) -> str:
-    kind, _, rest = target.partition(":")
-    if kind == "f" and (rest in project.entry_points or project.resolve_name(rest) in project.entry_points):
-        return "configured entry point"
-    return "wrapper"
+def _wrapper_kind(project: Project, target: CallTarget) -> str:
+    return "configured entry point" if project.is_entry_point(target) else "wrapper"
 
 
 def _judge_call(project: Project, call: CallRef, function: str) -> Captured | None:
-    kind, _, rest = call.target.partition(":")
-    if kind == "f" and rest.partition(".")[0] in LIBRARY_ROOTS:
+    target = call.target
+    if isinstance(target, FunctionTarget) and target.name.partition(".")[0] in LIBRARY_ROOTS:
         return None  # an operation, not captured user code
-    text = _readable(call.target)
-    targets = tuple(project.resolve_target(call.target)) if kind not in ("p", "pm") else ()
+    if isinstance(target, PARAMETER_TARGETS):
+        return Captured(target.text(), OUTSIDE, f"a parameter of `{function}`")
+    targets = tuple(project.resolve_target(target))
     if targets:
-        return Captured(text, RESOLVED, targets=targets)
-    if kind in ("p", "pm"):
-        return Captured(text, OUTSIDE, f"a parameter of `{function}`")
-    if kind == "f" and not _defined_here(project, rest):
-        return Captured(text, OUTSIDE, f"defined in `{rest.rpartition('.')[0] or rest}`, which is not analysed")
-    if kind == "m":
-        owner, _, attr = rest.partition(":")
-        why = f"no method `{attr}` on `{owner}` or its bases; the callable stored in that attribute is not followed"
-        return Captured(text, UNRESOLVED, why)
-    return Captured(text, UNRESOLVED, "no definition found for this target")
+        return Captured(target.text(), RESOLVED, targets=targets)
+    if isinstance(target, FunctionTarget) and not _defined_here(project, target.name):
+        return Captured(target.text(), OUTSIDE, _not_analysed(target.name))
+    if isinstance(target, MethodTarget):
+        why = (
+            f"no method `{target.name}` on `{target.owner}` or its bases; "
+            "the callable stored in that attribute is not followed"
+        )
+        return Captured(target.text(), UNRESOLVED, why)
+    return Captured(target.text(), UNRESOLVED, "no definition found for this target")
 
 
 def _judge_entry(project: Project, entry: EntryRef) -> Captured:
-    targets = tuple(project.resolve_target(entry.target))
-    text = _readable(entry.target)
+    target = entry.target
+    targets = tuple(project.resolve_target(target))
     if targets:
-        return Captured(text, RESOLVED, targets=targets)
-    kind, _, rest = entry.target.partition(":")
-    if kind == "f" and not _defined_here(project, rest):
-        return Captured(text, OUTSIDE, f"defined in `{rest.rpartition('.')[0] or rest}`, which is not analysed")
-    return Captured(text, UNRESOLVED, "no definition found for this target")
+        return Captured(target.text(), RESOLVED, targets=targets)
+    if isinstance(target, FunctionTarget) and not _defined_here(project, target.name):
+        return Captured(target.text(), OUTSIDE, _not_analysed(target.name))
+    return Captured(target.text(), UNRESOLVED, "no definition found for this target")
+
+
+def _not_analysed(dotted: str) -> str:
+    return f"defined in `{dotted.rpartition('.')[0] or dotted}`, which is not analysed"
 
 
 def _judge_opaque(opaque: OpaqueCall) -> Captured:
@@ -212,16 +219,6 @@ def _defined_here(project: Project, dotted: str) -> bool:
             return True
         head = head.rpartition(".")[0]
     return False
-
-
-def _readable(target: str) -> str:
-    kind, _, rest = target.partition(":")
-    if kind in ("m", "s", "pm"):
-        owner, _, attr = rest.partition(":")
-        return f"{owner}.{attr}" if kind != "s" else f"super({owner}).{attr}"
-    if kind == "i":
-        return f"{rest}(...) instance call"
-    return rest
 
 
 def _add(callables: list[Captured], found: Captured | None) -> None:

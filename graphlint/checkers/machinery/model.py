@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from graphlint.checkers.machinery.call_targets import ArgValue, CallTarget
 from graphlint.findings import Fix
 from graphlint.suppressions import Suppression
 
@@ -37,14 +38,14 @@ COMPILE = "compile"
 class Region(Compact):
     """A place that may be a capture region; whether it is one is decided project-wide.
 
-    ``target`` is the canonical dotted name of the context manager called in a ``with``
-    (decided by the project phase: torch.cuda.graph, a wrapper function, a configured entry
-    point) or ``None`` when the file phase already knows it is a capture.
+    ``target`` is what the context manager called in a ``with`` runs (whether it is a
+    capture is decided by the project phase: a wrapper function, a configured entry point)
+    or ``None`` when the file phase already knows it is a capture (torch.cuda.graph).
     """
 
     line: int
     label: str
-    target: str | None
+    target: CallTarget | None
     kind: str = GRAPH
 
 
@@ -74,28 +75,21 @@ class Hazard(Compact):
 
 @dataclass
 class CallRef(Compact):
-    """A call whose target is resolved project-wide.
+    """A call whose target (see `call_targets`) is resolved project-wide."""
 
-    ``target`` forms: ``f:dotted.name`` (a function, or a class to construct),
-    ``m:pkg.Class:attr`` (method or callable attribute of a known class),
-    ``i:pkg.Class`` (calling an instance: ``forward``/``__call__``),
-    ``p:param`` / ``pm:param:attr`` (calling a parameter, or a method of it: resolved from
-    the classes of the arguments callers pass).
-    """
-
-    target: str
+    target: CallTarget
     line: int
     column: int
     regions: tuple[int, ...] = ()
-    # Arguments whose class is known: (position or keyword, "c:pkg.Class" | "p:param").
-    args: tuple[tuple[str, str], ...] = ()
+    # Arguments whose class is known, or that pass on a parameter: (position or keyword, value).
+    args: tuple[tuple[str, ArgValue], ...] = ()
 
 
 @dataclass
 class EntryRef(Compact):
     """A callable captured as a whole: passed to make_graphed_callables or torch.compile."""
 
-    target: str  # same forms as CallRef.target
+    target: CallTarget
     line: int
     kind: str
     function: str  # display name of the scope that named it
@@ -128,7 +122,7 @@ class FunctionSummary(Compact):
     hazards: list[Hazard] = field(default_factory=list)
     calls: list[CallRef] = field(default_factory=list)
     returns_capture: bool = False  # a wrapper API: calling it gives a capture context
-    returns: list[str] = field(default_factory=list)  # call targets whose result is returned
+    returns: list[CallTarget] = field(default_factory=list)  # calls whose result is returned
     returns_static: str | None = None  # replays graph G and returns its static output
     trace: list | None = None  # runner_trace events: calls whose kept results may be static outputs
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.call_targets import CallTarget, FunctionTarget, InstanceCall, MethodTarget
 from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.names import evaluation_order, source_text
 
@@ -266,7 +267,11 @@ class ReplayFlow(FlowState):
     """The replay flow over one function that can see some captures (a flow-skeleton state)."""
 
     def __init__(
-        self, walker: FunctionWalker, captures: list[Capture], returns_static: dict[str, str], final: bool
+        self,
+        walker: FunctionWalker,
+        captures: list[Capture],
+        returns_static: dict[CallTarget, str],
+        final: bool,
     ) -> None:
         self.w = walker
         self.captures = captures
@@ -644,7 +649,7 @@ def analyze(state: ModuleState, source: str = "") -> None:
     by_function: dict[str, list[Capture]] = {}
     for capture in state.captures:
         by_function.setdefault(capture.function, []).append(capture)
-    returns_static: dict[str, str] = {}
+    returns_static: dict[CallTarget, str] = {}
     for round_number in range(2):
         final = round_number == 1
         for walker in state.walkers:
@@ -660,15 +665,15 @@ def analyze(state: ModuleState, source: str = "") -> None:
                 walker.summary.returns_static = flow.returns_output
 
 
-def _self_targets(walker: FunctionWalker) -> list[str]:
-    """The call targets (see `CallRef`) that run this function."""
+def _self_targets(walker: FunctionWalker) -> list[CallTarget]:
+    """The call targets that run this function, as a caller in this file names them."""
     if walker.class_qualname:
         method = walker.qualname.rsplit(".", 1)[-1]
-        targets = [f"m:{walker.class_qualname}:{method}"]
+        targets: list[CallTarget] = [MethodTarget(walker.class_qualname, method)]
         if method in ("__call__", "forward"):
-            targets.append(f"i:{walker.class_qualname}")
+            targets.append(InstanceCall(walker.class_qualname))
         return targets
-    return [f"f:{walker.qualname}"]
+    return [FunctionTarget(walker.qualname)]
 
 
 def _conventional_captures(walker: FunctionWalker) -> list[Capture]:

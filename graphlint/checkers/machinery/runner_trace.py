@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
+from graphlint.checkers.machinery.call_targets import CallTarget
 from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.model import Compact
 from graphlint.checkers.machinery.names import evaluation_order
@@ -36,14 +37,14 @@ class Read(Compact):
 
 @dataclass
 class Call(Compact):
-    target: str
+    target: CallTarget
 
 
 @dataclass
 class Bind(Compact):
     """``name = <call of target>``."""
 
-    target: str
+    target: CallTarget
     name: str
     span: Span
 
@@ -105,8 +106,8 @@ def record(state: ModuleState) -> None:
             walker.summary.trace = events
 
 
-def _bound_calls(walker: FunctionWalker) -> dict[str, int]:
-    bound: dict[str, int] = {}
+def _bound_calls(walker: FunctionWalker) -> dict[CallTarget, int]:
+    bound: dict[CallTarget, int] = {}
     for stmt in statements(walker.body):
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
             target = walker.call_target(stmt.value)
@@ -118,7 +119,7 @@ def _bound_calls(walker: FunctionWalker) -> dict[str, int]:
 class _Recorder(FlowState):
     loop_passes = 1  # the evaluation runs each recorded loop twice
 
-    def __init__(self, walker: FunctionWalker, targets: set[str]) -> None:
+    def __init__(self, walker: FunctionWalker, targets: set[CallTarget]) -> None:
         self.w = walker
         self.targets = targets
         self.stack: list[list[TraceEvent]] = [[]]
@@ -174,7 +175,7 @@ class _Recorder(FlowState):
 
 
 # -- evaluation (project phase) ------------------------------------------------------------------
-def evaluate(trace: list[TraceEvent], runner_graph: Callable[[str], str | None]) -> list[object]:
+def evaluate(trace: list[TraceEvent], runner_graph: Callable[[CallTarget], str | None]) -> list[object]:
     """Replay a recorded trace; ``runner_graph(target)`` names the graph a runner call replays."""
     evaluation = _Evaluation(runner_graph)
     evaluation.run(trace, frozenset())
@@ -182,7 +183,7 @@ def evaluate(trace: list[TraceEvent], runner_graph: Callable[[str], str | None])
 
 
 class _Evaluation:
-    def __init__(self, runner_graph: Callable[[str], str | None]) -> None:
+    def __init__(self, runner_graph: Callable[[CallTarget], str | None]) -> None:
         self.runner_graph = runner_graph
         self.replays: dict[str, int] = {}
         self.kept: dict[str, tuple[str, int, Span]] = {}
@@ -224,7 +225,7 @@ class _Evaluation:
             self.found.setdefault(span[:2], RunnerOutputKept(span, graph, event.name, event.line))
 
 
-def _graphs(events: tuple[TraceEvent, ...], runner_graph: Callable[[str], str | None]) -> Iterator[str]:
+def _graphs(events: tuple[TraceEvent, ...], runner_graph: Callable[[CallTarget], str | None]) -> Iterator[str]:
     for event in events:
         if isinstance(event, (Call, Bind)):
             graph = runner_graph(event.target)

@@ -153,7 +153,7 @@ class ValueKinds:
                 if found is not None:
                     return found
                 if self._class_method(base.ref, node.attr):
-                    return T.Ty(T.FUNCTION, ref=f"{base.ref}:{node.attr}")
+                    return T.Ty(T.FUNCTION, ref=base.ref, method=node.attr)
                 return None
             if base.tensorish:
                 if node.attr in T.PY_ATTRS:

@@ -34,10 +34,11 @@ TENSORISH = frozenset({TENSOR, HOST, MASK})
 @dataclass(frozen=True)
 class Ty:
     kind: str
-    ref: str | None = None  # class qualname for INSTANCE, function qualname for FUNCTION
+    ref: str | None = None  # class qualname: of the instance (INSTANCE), of the bound method's owner (FUNCTION)
     capturable: bool = False  # OPTIMIZER: built with capturable=True
     fixable_at: tuple[int, int, int, int] | None = None  # OPTIMIZER: constructor call span
     element: str | None = None  # container of INSTANCE: class of its elements
+    method: str | None = None  # FUNCTION: the bound method's name (called, it runs ref's method)
 
     @property
     def tensorish(self) -> bool:

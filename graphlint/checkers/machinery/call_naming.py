@@ -1,7 +1,7 @@
-"""What a call runs, as far as one file can tell: symbolic call targets for the project phase.
+"""Naming what a call runs, as far as one file can tell: call targets for the project phase.
 
-A mixin of the binder (`FunctionWalker`): it reads the binder's value kinds and names. The
-target forms are described on `CallRef`; captured callables (make_graphed_callables,
+A mixin of the binder (`FunctionWalker`): it reads the binder's value kinds and names and
+builds the `call_targets` the project phase resolves; captured callables (make_graphed_callables,
 torch.compile in a cudagraph mode) become `EntryRef`s, and calls in a capture region that
 cannot be named are kept as `OpaqueCall`s for `graphlint captures`.
 """
@@ -11,6 +11,18 @@ from __future__ import annotations
 import ast
 
 from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.call_targets import (
+    ArgValue,
+    CallTarget,
+    ClassArg,
+    FunctionTarget,
+    InstanceCall,
+    MethodTarget,
+    ParamArg,
+    ParamCall,
+    ParamMethodCall,
+    SuperCall,
+)
 from graphlint.checkers.machinery.model import COMPILE, GRAPH, EntryRef, OpaqueCall
 from graphlint.checkers.machinery.names import LIBRARY_ROOTS
 from graphlint.checkers.machinery.value_inference import GRAPHED_CALLABLES, is_compile_capture
@@ -18,10 +30,10 @@ from graphlint.checkers.machinery.value_inference import GRAPHED_CALLABLES, is_c
 _LIBRARY_PREFIXES = ("torch.", "numpy.", "math.", "os.", "sys.")
 
 
-class CallTargets:
-    """Call-target resolution for the binder (see the module docstring)."""
+class CallNaming:
+    """The binder's naming of call targets (see the module docstring)."""
 
-    def call_target(self, call: ast.Call) -> str | None:
+    def call_target(self, call: ast.Call) -> CallTarget | None:
         func = call.func
         if isinstance(func, ast.Name):
             return self._name_target(func)
@@ -30,75 +42,70 @@ class CallTargets:
         if isinstance(func, ast.Subscript):
             container = self.ty(func.value)
             if container is not None and container.element:
-                return f"i:{container.element}"
+                return InstanceCall(container.element)
         return None
 
-    def _name_target(self, func: ast.Name) -> str | None:
+    def _name_target(self, func: ast.Name) -> CallTarget | None:
         for walker in self.chain():
             if func.id in walker.local_defs:
-                return f"f:{walker.local_defs[func.id]}"
+                return FunctionTarget(walker.local_defs[func.id])
         ty = self.lookup(func.id)
         if ty is not None:
-            if ty.kind == T.INSTANCE and ty.ref:
-                return f"i:{ty.ref}"
-            if ty.kind == T.FUNCTION and ty.ref:
-                return function_ref(ty.ref)
-            return None
+            return _value_target(ty)
         if func.id in self.summary.params:
-            return f"p:{func.id}"
+            return ParamCall(func.id)
         name = self.resolve(func)
         if name is None or "." not in name:
             return None
-        return f"f:{name}"
+        return FunctionTarget(name)
 
-    def _attribute_target(self, func: ast.Attribute) -> str | None:
+    def _attribute_target(self, func: ast.Attribute) -> CallTarget | None:
         value = func.value
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
-            return f"s:{self.class_qualname}:{func.attr}" if self.class_qualname else None
+            return SuperCall(self.class_qualname, func.attr) if self.class_qualname else None
         receiver = self.ty(value)
         if receiver is not None:
             if receiver.kind == T.INSTANCE and receiver.ref:
-                return f"m:{receiver.ref}:{func.attr}"
+                return MethodTarget(receiver.ref, func.attr)
             return None
         if isinstance(value, ast.Name) and value.id in self.summary.params:
-            return f"pm:{value.id}:{func.attr}"
+            return ParamMethodCall(value.id, func.attr)
         name = self.resolve(func)
         if name is not None and not name.startswith(_LIBRARY_PREFIXES):
-            return f"f:{name}"
+            return FunctionTarget(name)
         return None
 
-    def typed_args(self, call: ast.Call) -> tuple[tuple[str, str], ...]:
+    def typed_args(self, call: ast.Call) -> tuple[tuple[str, ArgValue], ...]:
         """Arguments whose class is known, so a callee's parameter calls can be resolved."""
-        typed = []
+        typed: list[tuple[str, ArgValue]] = []
         keyed = [(str(i), a) for i, a in enumerate(call.args) if not isinstance(a, ast.Starred)]
         keyed += [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
         for key, value in keyed:
             ty = self.ty(value)
             if ty is not None and ty.kind == T.INSTANCE and ty.ref:
-                typed.append((key, f"c:{ty.ref}"))
+                typed.append((key, ClassArg(ty.ref)))
             elif ty is None and isinstance(value, ast.Name) and value.id in self.summary.params:
-                typed.append((key, f"p:{value.id}"))
+                typed.append((key, ParamArg(value.id)))
         return tuple(typed)
 
-    def callable_ref(self, node: ast.expr) -> str | None:
+    def callable_target(self, node: ast.expr) -> CallTarget | None:
         """What calling ``node`` runs: a function, an instance's forward, a bound method."""
         ty = self.ty(node)
         if ty is not None:
-            if ty.kind == T.INSTANCE and ty.ref:
-                return f"i:{ty.ref}"
-            if ty.kind == T.FUNCTION and ty.ref:
-                return function_ref(ty.ref)
-            return f"i:{ty.element}" if ty.element else None
+            found = _value_target(ty)
+            if found is None and ty.element:
+                return InstanceCall(ty.element)
+            return found
         if isinstance(node, ast.Attribute):
             receiver = self.ty(node.value)
             if receiver is not None and receiver.kind == T.INSTANCE and receiver.ref:
-                return f"m:{receiver.ref}:{node.attr}"
+                return MethodTarget(receiver.ref, node.attr)
         if isinstance(node, ast.Name):
             for walker in self.chain():
                 if node.id in walker.local_defs:
-                    return f"f:{walker.local_defs[node.id]}"
+                    return FunctionTarget(walker.local_defs[node.id])
         name = self.resolve(node)
-        return f"f:{name}" if name else None
+        return FunctionTarget(name) if name else None
 
     # -- captured callables ------------------------------------------------------------------
     def note_entries(self, call: ast.Call, name: str | None) -> None:
@@ -127,16 +134,16 @@ class CallTargets:
         if isinstance(node, ast.Call) and self.resolve(node.func) in ("tuple", "list") and node.args:
             container = self.ty(node.args[0])
             if container is not None and container.element:
-                self._add_entry(f"i:{container.element}", call, kind)
+                self._add_entry(InstanceCall(container.element), call, kind)
             return
         for element in elements:
-            target = self.callable_ref(element)
+            target = self.callable_target(element)
             if target is not None:
                 self._add_entry(target, call, kind)
             elif self.record:
                 self.opaque(element, call, COMPILE if kind == COMPILE else GRAPH)
 
-    def _add_entry(self, target: str, call: ast.Call, kind: str) -> None:
+    def _add_entry(self, target: CallTarget, call: ast.Call, kind: str) -> None:
         if self.record:
             region_kind = COMPILE if kind == COMPILE else GRAPH
             self.st.summary.entries.append(EntryRef(target, call.lineno, region_kind, self.display, True))
@@ -151,9 +158,10 @@ class CallTargets:
         self.st.summary.opaque.append(OpaqueCall(text[:80], call.lineno, self.regions, kind, self.display, parameter))
 
 
-def function_ref(ref: str) -> str:
-    """The call target of a FUNCTION value's ref (`pkg.f`, or `pkg.Class:method` for a bound method)."""
-    if ":" in ref:
-        owner, method = ref.split(":", 1)
-        return f"m:{owner}:{method}"
-    return f"f:{ref}"
+def _value_target(ty: T.Ty) -> CallTarget | None:
+    """What calling a value of kind ``ty`` runs: an instance's forward, a bound method."""
+    if ty.kind == T.INSTANCE and ty.ref:
+        return InstanceCall(ty.ref)
+    if ty.kind == T.FUNCTION and ty.ref and ty.method:
+        return MethodTarget(ty.ref, ty.method)
+    return None

@@ -1,10 +1,13 @@
-"""The whole project's call graph in PyCG's JSON shape, for users and for measuring resolution.
+"""The project's call graph in PyCG's JSON shape, for users and for measuring resolution.
 
 `graphlint callgraph PATH` prints `{"caller": ["callee", ...]}` with PyCG's names: a module's
 top level is the module itself (`main`), functions and methods are dotted (`main.A.func`),
-nested functions drop `<locals>` (`main.f.inner`). Every call graphlint resolves is an edge,
-whether or not it is reachable from a capture; calls it cannot resolve are left out, never
-guessed. Builtins and library calls are not analysed, so they are not edges either.
+nested functions drop `<locals>` (`main.f.inner`). It is the graph the findings are judged
+on (`call_graph.CallGraph`), capture roots left out: every call graphlint resolves is an
+edge, whether or not it is reachable from a capture; calls it cannot resolve are left out,
+never guessed. A parameter's call (`fn(x)` in `def run(fn, x)`) is an edge only where
+captured code passes it a known class, as the rules see it. Builtins and library calls are
+not analysed, so they are not edges either.
 """
 
 from __future__ import annotations
@@ -23,12 +26,8 @@ def pycg_name(qualname: str) -> str:
 
 def call_graph(project: Project) -> dict[str, list[str]]:
     """Every analysed function with the functions its calls resolve to (context-insensitive)."""
+    graph = project.call_graph.graph
     edges: dict[str, set[str]] = {}
-    for qualname, (_, function) in sorted(project.functions.items()):
-        caller = pycg_name(qualname)
-        callees = edges.setdefault(caller, set())
-        for call in function.calls:
-            if call.target.startswith(("p:", "pm:")):
-                continue  # a parameter's value is only known per call site (capture reach binds it)
-            callees.update(pycg_name(callee) for callee in project.resolve_target(call.target))
+    for qualname in project.call_graph.functions():
+        edges.setdefault(pycg_name(qualname), set()).update(pycg_name(callee) for callee in graph.successors(qualname))
     return {caller: sorted(callees) for caller, callees in sorted(edges.items())}

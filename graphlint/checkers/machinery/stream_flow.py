@@ -431,8 +431,8 @@ class StreamFlow(StreamBindings, FlowState):
             if isinstance(node, ast.Call):
                 self.call(node)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                if self._kept(node, parents, stored):
-                    continue  # `pair = (x, y)`, `Chunk(x)`, `out.append(x)`: stored, no kernel touches it
+                if self._kept(node, parents, stored) or _metadata_only(node, parents):
+                    continue  # `pair = (x, y)`, `Chunk(x)`, `x is None`, `x.shape`: no kernel touches it
                 self.use(node.id, node, host_read=self._is_host_read(node, parents))
 
     def _kept(self, node: ast.AST, parents: dict[ast.AST, ast.AST], stored: bool) -> bool:
@@ -741,3 +741,11 @@ def _none_in_branch(test: ast.expr, index: int) -> str | None:
     if (isinstance(test.ops[0], ast.Is) and index == 0) or (isinstance(test.ops[0], ast.IsNot) and index == 1):
         return test.left.id
     return None
+
+
+def _metadata_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """`x is None`, `x.shape`, `x.device`: the tensor object is looked at, its data is not."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.Compare):
+        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops)
+    return isinstance(parent, ast.Attribute) and parent.attr in T.PY_ATTRS

@@ -198,7 +198,9 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         capture: `if is_current_stream_capturing():`), False if ``test`` implies we are not
         (its body never runs in one: `if not is_compiling() and cuda.is_initialized():`),
         None otherwise. `and`/`or` combine the parts; a guard among other conditions still
-        guards the branch it decides alone."""
+        guards the branch it decides alone. A test of the device is one too:
+        `if x.device.type == "cpu":` (or `not x.is_cuda`) runs no CUDA work, so nothing in it
+        is captured; `if x.is_cuda: ... else:` is the reverse."""
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             inner = self.capturing_guard(test.operand)
             return None if inner is None else not inner
@@ -210,7 +212,18 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
             return True if True in parts else (False if all(p is False for p in parts) else None)
         if isinstance(test, ast.Call) and self.resolve(test.func) in _CAPTURING_GUARDS:
             return True
-        return None
+        return device_test(test)
+
+    def non_cuda_branch(self, test: ast.expr, index: int) -> bool:
+        """Is alternative ``index`` of `if test:` one that runs on a device other than CUDA?"""
+        negate = False
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            negate = not negate
+            test = test.operand
+        device = device_test(test)
+        if device is None:
+            return False
+        return (device != negate) == (index == 1)
 
     # -- what the walk records -------------------------------------------------------------
     def hazard(
@@ -618,3 +631,37 @@ def _ends_capture_inside(stmt: ast.stmt, receiver: str) -> bool:
 
 def _is_staticmethod(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+
+
+_OTHER_DEVICES = frozenset({"cpu", "npu", "xpu", "hpu", "mps", "meta", "mlu", "musa", "tpu", "xla"})
+
+
+def device_test(test: ast.expr) -> bool | None:
+    """True if ``test`` holds exactly on CUDA (`x.is_cuda`, `x.device.type == "cuda"`), False if
+    it holds exactly on another device (`x.is_cpu`, `device.type == "cpu"`, `!= "cuda"`,
+    `current_platform.is_npu()`), None if it says neither."""
+    if isinstance(test, ast.Attribute) and test.attr in ("is_cuda", "is_cpu"):
+        return test.attr == "is_cuda"
+    if isinstance(test, ast.Call) and not test.args:
+        func = test.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name == "is_cuda":
+            return True
+        if name.startswith("is_") and name[3:] in _OTHER_DEVICES:
+            return False
+        return None
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return None
+    subject, other = test.left, test.comparators[0]
+    if isinstance(subject, ast.Constant):
+        subject, other = other, subject
+    if not (isinstance(other, ast.Constant) and isinstance(other.value, str)):
+        return None
+    text = source_text(subject)
+    if not (text.endswith(".type") or "device" in text.split(".")[-1]):
+        return None
+    kind = other.value.split(":")[0]
+    equal = isinstance(test.ops[0], ast.Eq)
+    if kind == "cuda":
+        return equal
+    return False if equal and kind in _OTHER_DEVICES else None

@@ -15,12 +15,16 @@ ordering operations: `a.wait_stream(b)`, `a.wait_event(e)`, `e.record()`/`e.reco
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from graphlint.checkers.machinery import tensor_values as V
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.names import evaluation_order, source_text
+from graphlint.checkers.machinery.stream_bindings import StreamBindings
+from graphlint.checkers.machinery.tensor_state import Storage, TensorState, Use, closure
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.binder import FunctionWalker
@@ -83,24 +87,7 @@ _CURRENT = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream"})
 _IN_PLACE_SUFFIX = "_"
 
 
-@dataclass
-class _Use:
-    stream: str
-    position: int
-    statement: ast.stmt
-    node: ast.AST
-
-
-@dataclass
-class _Tensor:
-    alloc_stream: str
-    produced: tuple[str, int]
-    uses: list[_Use] = field(default_factory=list)
-    escaped: bool = False
-    local: bool = True
-
-
-class StreamFlow(FlowState):
+class StreamFlow(StreamBindings, FlowState):
     """The stream flow over one function (a flow-skeleton state)."""
 
     def __init__(self, walker: FunctionWalker) -> None:
@@ -108,13 +95,17 @@ class StreamFlow(FlowState):
         self.position = 0
         self.current = [MAIN]
         self.pushed: list[int] = []  # streams entered per open `with`
-        self.tensors: dict[str, _Tensor] = {}
+        self.tensors = TensorState()  # name -> what device memory it holds (tensor_state)
+        self.plain: set[str] = set()  # names bound to Python values built here (strings)
+        self.dead = False  # after `return`/`raise`: this path is over
+        self.off_device = False  # in a branch for a device other than CUDA
         self.waits: list[tuple[str, str, int, int]] = []  # (waiter, waited-for, cutoff, at)
         self.host_syncs: list[tuple[str | None, int, int]] = []  # (stream or None=all, cutoff, at)
         self.events: dict[str, tuple[str, int]] = {}  # event -> (stream, cutoff)
         self.recorded: set[tuple[str, str]] = set()  # (tensor, stream) from record_stream
-        self.pending_host: dict[str, tuple[ast.AST, int]] = {}  # host buffer -> (copy, position)
+        self.pending_host: dict[str, tuple[ast.AST, int, str]] = {}  # host buffer -> (copy, position, stream)
         self.reported: set[tuple[str, int, int]] = set()
+        self.crossed: set[tuple[str, str, int, str]] = set()  # (name, producer, produced at, consumer) reported
         self.statement: ast.stmt | None = None
         self.handed: list[tuple[str, str, ast.stmt]] = []  # (name, side stream, binding statement)
         self.params = set(walker.summary.params) | {"self", "cls"}
@@ -154,6 +145,8 @@ class StreamFlow(FlowState):
         return False
 
     def emit(self, event: object) -> None:
+        if self.dead:
+            return
         node = event.node  # type: ignore[attr-defined]
         key = (event.kind, node.lineno, node.col_offset)  # type: ignore[attr-defined]
         if key not in self.reported:
@@ -163,20 +156,27 @@ class StreamFlow(FlowState):
     # -- the walk ------------------------------------------------------------------------
     def finish(self) -> None:
         """At the end of the function: hand-offs never recorded, locals released by scope end."""
+        ended, self.dead = self.dead, False
         for name, side, stmt in self.handed:
             if not any(tensor == name and stream != side for tensor, stream in self.recorded):
                 self.emit(HandedWithoutRecord(stmt, name, side))
+        if not ended:  # else every path returned (or raised), and scope_end ran there
+            self.scope_end()
+
+    def scope_end(self) -> None:
+        """The function returns: its locals are released, unless held elsewhere."""
         if self.w.is_module:
             return  # module globals live on
         end = self.tick()
-        for name, tensor in sorted(self.tensors.items()):
-            if tensor.local and not tensor.escaped:
-                self.release(name, None, end, scope_end=True)
+        for storage in sorted(self.tensors.freed_at_scope_end(), key=lambda storage: storage.name):
+            self.check_free(storage, storage.name, None, end)
 
     def before(self, stmt: ast.stmt) -> None:
         self.statement = stmt
 
     def header(self, expr: ast.expr, stmt: ast.stmt) -> None:
+        if self.dead:
+            return
         self.expr(expr)
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             stream = self._stream_context(expr)
@@ -190,46 +190,93 @@ class StreamFlow(FlowState):
             self.current.pop()
 
     def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
-        self.bind(stmt.target, None, stmt)
+        if self.dead:
+            return
+        if isinstance(stmt.target, ast.Name):
+            now = self.tick()
+            self.rebind(stmt.target.id, self.loop_binding(stmt.target, stmt.iter, now), stmt, now)
+            self.rebound(stmt.target.id, None)
+        else:
+            self.bind(stmt.target, None, stmt)
+
+    # -- alternatives: each starts from the state before them; after, what either left --------
+    _FORKED = ("tensors", "plain", "dead", "off_device", "waits", "host_syncs", "events", "recorded", "pending_host")
+
+    def _snapshot(self) -> dict:
+        return {
+            name: value.copy() if hasattr(value, "copy") else value
+            for name in self._FORKED
+            for value in (getattr(self, name),)
+        }
 
     def fork(self, stmt: ast.stmt) -> tuple[dict, list[dict]]:
-        return dict(self.pending_host), []
+        if isinstance(stmt, _TRIES):
+            self.dead = False  # a handler runs after a raise anywhere in the body, even before its return
+        return self._snapshot(), []
 
     def branch(self, stmt: ast.stmt, index: int, start: tuple[dict, list[dict]]) -> None:
         if index:  # each alternative starts from what held before them, not from its sibling
-            start[1].append(self.pending_host)
-            self.pending_host = dict(start[0])
+            start[1].append({name: getattr(self, name) for name in self._FORKED})
+            for name, value in start[0].items():
+                setattr(self, name, value.copy() if hasattr(value, "copy") else value)
+        if isinstance(stmt, ast.If):
+            narrowed = _none_in_branch(stmt.test, index)
+            if narrowed is not None:
+                self.tensors.pop(narrowed, None)  # `if x is None:` x holds no tensor on this path
+            if self.w.non_cuda_branch(stmt.test, index):
+                self.off_device = True  # `if x.device.type == "cpu":` runs no CUDA work
 
     def join(self, stmt: ast.stmt, start: tuple[dict, list[dict]]) -> None:
-        merged: dict[str, tuple[ast.AST, int]] = {}
-        for pending in start[1]:
-            merged.update(pending)
-        merged.update(self.pending_host)
-        self.pending_host = merged
+        ends = [*start[1], {name: getattr(self, name) for name in self._FORKED}]
+        live = [end for end in ends if not end["dead"]] or ends[-1:]
+        self.tensors = TensorState.join([end["tensors"] for end in live])
+        self.dead = all(end["dead"] for end in live)
+        self.plain = set().union(*(end["plain"] for end in live))
+        self.waits = _union_lists(end["waits"] for end in live)
+        self.host_syncs = _union_lists(end["host_syncs"] for end in live)
+        self.recorded = set().union(*(end["recorded"] for end in live))
+        self.off_device = start[0]["off_device"]
+        self.events, self.pending_host = {}, {}
+        for end in live:
+            self.events.update(end["events"])
+            self.pending_host.update(end["pending_host"])
+
+    def exit_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        self.dead = False  # the loop may run no pass at all
 
     def simple(self, stmt: ast.stmt) -> None:
+        if self.dead:
+            return  # unreachable: after a `return` or `raise` on this path
         if isinstance(stmt, ast.Delete):
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     self.release(target.id, stmt, self.tick())
         elif isinstance(stmt, ast.Assign):
-            self.expr(stmt.value)
+            self.expr(stmt.value, stored=True)
             for target in stmt.targets:
                 self.bind(target, stmt.value, stmt)
         elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
-            self.expr(stmt.value)
+            self.expr(stmt.value, stored=isinstance(stmt, ast.AnnAssign))
             if isinstance(stmt, ast.AugAssign):
                 self.use_target(stmt.target, write=True)
             else:
                 self.bind(stmt.target, stmt.value, stmt)
-        elif isinstance(stmt, (ast.Return, ast.Expr)) and stmt.value is not None:
+        elif isinstance(stmt, ast.Return):
+            if stmt.value is not None:
+                self.expr(stmt.value, stored=True)
+                self.escape(stmt.value)
+            self.scope_end()
+            self.dead = True
+        elif isinstance(stmt, ast.Expr):
             self.expr(stmt.value)
-            if isinstance(stmt, ast.Return) or isinstance(stmt.value, (ast.Yield, ast.YieldFrom)):
+            if isinstance(stmt.value, (ast.Yield, ast.YieldFrom)):
                 self.escape(stmt.value)
         else:
             for child in ast.iter_child_nodes(stmt):
                 if isinstance(child, ast.expr):
                     self.expr(child)
+            if isinstance(stmt, ast.Raise):
+                self.dead = True
 
     def _stream_context(self, context: ast.AST) -> str | None:
         if not isinstance(context, ast.Call) or (not context.args and not context.keywords):
@@ -251,33 +298,39 @@ class StreamFlow(FlowState):
     # -- bindings ------------------------------------------------------------------------
     def bind(self, target: ast.AST, value: ast.AST | None, stmt: ast.stmt) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                self.bind(element, None if value is None else value, stmt)
+            self.unpack(target, value, stmt)
             return
         if isinstance(target, ast.Name):
             name = target.id
             now = self.tick()
-            if name in self.tensors:
-                self.release(name, stmt, now)
             side = self._side_allocated_attribute(value)
+            made = None
             if side is not None and self.current[-1] == MAIN:
                 # `inp = self.next_input`, made on a side stream by another method: from here on
                 # the current stream uses it, so the allocator must be told (record_stream).
                 self.handed.append((name, side, stmt))
-                self.tensors.pop(name, None)
-            elif value is not None and self._is_tensor_value(value):
-                stream = self.current[-1]
-                self.tensors[name] = _Tensor(stream, (stream, now), local=name not in self.w.globals)
             else:
-                self.tensors.pop(name, None)
-            self.pending_host.pop(name, None)  # the name now holds something else
-            if value is not None:
-                self._note_host_copy(name, value)
+                made = self.made_by(value, name, now)
+            self.rebind(name, made, stmt, now)
+            self.rebound(name, value)
             return
         # self.attr = x / container[k] = x: x now lives beyond this function.
         if value is not None:
             self.escape(value)
         self.use_target(target, write=True)
+
+    def rebound(self, name: str, value: ast.AST | None) -> None:
+        """What else ``name = value`` says: a string, a view of a host buffer, a host copy."""
+        if value is not None and (V.is_str_expr(value) or _is_plain(self.w.ty(value))):
+            self.plain.add(name)
+        else:
+            self.plain.discard(name)
+        viewed = self._pending_view(value)
+        self.pending_host.pop(name, None)  # the name now holds something else
+        if viewed is not None:
+            self.pending_host[name] = viewed  # `arr = host.numpy()`: the same host memory
+        if value is not None:
+            self._note_host_copy(name, value)
 
     def _side_allocated_attribute(self, value: ast.AST | None) -> str | None:
         """The side stream that made `self.attr`, when another method assigns it under one."""
@@ -290,42 +343,41 @@ class StreamFlow(FlowState):
             return None
         return _side_stream_attributes(self.w).get(value.attr)
 
-    def _is_tensor_value(self, value: ast.AST) -> bool:
-        """Device tensors computed here; host data and values of unknown origin are not tracked."""
-        ty = self.w.ty(value)
-        if ty is not None:
-            return ty.kind in (T.TENSOR, T.MASK)
-        if isinstance(value, ast.BinOp):
-            return self._is_tensor_value(value.left) or self._is_tensor_value(value.right)
-        if isinstance(value, ast.Call):  # model(x): a call on device tensors gives a device tensor
-            name = self.w.resolve(value.func)
-            if name is not None and (name.startswith("torch.") or "." not in name):
-                return False  # torch's own non-tensor results (work handles, events), builtins
-            return any(self._is_tensor_value(arg) for arg in value.args)
-        return False
+    def _pending_view(self, value: ast.AST | None) -> tuple[ast.AST, int, str] | None:
+        if not isinstance(value, ast.expr):
+            return None
+        root = V.view_root(value, self.w.resolve)
+        if root is value or not isinstance(root, ast.Name):
+            return None
+        return self.pending_host.get(root.id)
 
-    def escape(self, value: ast.AST) -> None:
-        for node in ast.walk(value):
-            if isinstance(node, ast.Name) and node.id in self.tensors:
-                self.tensors[node.id].escaped = True
+    def release(self, name: str, stmt: ast.stmt, now: int) -> None:
+        """`del name`: the memory nothing else holds is freed."""
+        self.rebind(name, None, stmt, now)
 
-    def release(self, name: str, stmt: ast.stmt | None, now: int, scope_end: bool = False) -> None:
-        tensor = self.tensors.pop(name, None)
-        if tensor is None or name in self.params:
-            return
-        if tensor.escaped and not stmt:
-            return
-        for use in reversed(tensor.uses):
-            if use.stream == tensor.alloc_stream or (name, use.stream) in self.recorded:
+    def check_free(self, storage: Storage, name: str, stmt: ast.stmt | None, now: int) -> None:
+        """``storage`` is freed at ``now`` (``stmt``; None: the end of the function): is a
+        side-stream use of it still unordered with its allocation stream?"""
+        for use in reversed(storage.uses):
+            if use.stream == storage.alloc_stream:
                 continue
-            if self.ordered(use.stream, use.position, tensor.alloc_stream, now):
+            if any((held, use.stream) in self.recorded for held in storage.names):
                 continue
-            node = use.node if stmt is None else stmt
-            self.emit(
-                ReleasedInUse(
-                    node, name, use.node, use.statement, use.stream, tensor.alloc_stream, scope_end, self.w.display
-                )
+            if self.ordered(use.stream, use.position, storage.alloc_stream, now):
+                continue
+            if stmt is None:
+                name = use.node.id if isinstance(use.node, ast.Name) else storage.name
+            event = ReleasedInUse(
+                use.node if stmt is None else stmt,
+                name,
+                use.node,
+                use.statement,
+                use.stream,
+                storage.alloc_stream,
+                stmt is None,
+                self.w.display,
             )
+            self.emit(event)
             return
 
     # -- uses ----------------------------------------------------------------------------
@@ -340,30 +392,120 @@ class StreamFlow(FlowState):
                 self.use(node.id, node, write=False)
 
     def use(self, name: str, node: ast.AST, write: bool = False, host_read: bool = False) -> None:
+        if self.off_device:
+            return
         now = self.tick()
         stream = self.current[-1]
         if name in self.pending_host and host_read:
-            copy, _ = self.pending_host.pop(name)
-            self.emit(UnsyncedHostRead(node, name, copy))
-        tensor = self.tensors.get(name)
-        if tensor is None:
+            copy, copied_at, copy_stream = self.pending_host.pop(name)
+            if not self._host_synced(copy_stream, copied_at, now):
+                self.emit(UnsyncedHostRead(node, name, copy))
+        binding = self.tensors.get(name)
+        if binding is None:
             return
-        producer, produced_at = tensor.produced
-        if producer != stream and not self.ordered(producer, produced_at, stream, now):
-            self.emit(CrossStreamUse(node, name, producer, stream))
-            tensor.produced = (stream, now)  # one report per crossing
-        if stream != tensor.alloc_stream and self.statement is not None:
-            tensor.uses.append(_Use(stream, now, self.statement, node))
+        for producer, produced_at in binding.producers:
+            if producer != stream and not self.ordered(producer, produced_at, stream, now):
+                if (name, producer, produced_at, stream) not in self.crossed:  # not again in a sibling branch
+                    self.crossed.add((name, producer, produced_at, stream))
+                    self.emit(CrossStreamUse(node, name, producer, stream))
+                binding.produced = (stream, now)  # one report per crossing
+                break
+        if self.statement is not None:  # a use of a view is a use of its base; of a holder, of what it holds
+            for storage in closure(binding.storages):
+                if stream != storage.alloc_stream and not storage.holder:
+                    storage.uses.append(Use(stream, now, self.statement, node))
         if write:
-            tensor.produced = (stream, now)
+            binding.produced = (stream, now)
 
-    def expr(self, expr: ast.AST) -> None:
+    def _host_synced(self, stream: str, cutoff: int, now: int) -> bool:
+        """Has the host waited for ``stream``'s work up to ``cutoff`` (a sync, a blocking copy)?"""
+        return any(
+            at <= now and (synced is None or synced == stream) and synced_cutoff >= cutoff
+            for synced, synced_cutoff, at in self.host_syncs
+        )
+
+    def expr(self, expr: ast.AST, stored: bool = False) -> None:
+        """Evaluate ``expr``; ``stored``: its value is bound, returned or yielded as it is."""
         parents = {child: parent for parent in ast.walk(expr) for child in ast.iter_child_nodes(parent)}
         for node in evaluation_order(expr):
             if isinstance(node, ast.Call):
                 self.call(node)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                self.use(node.id, node, host_read=_is_host_read(node, parents))
+                if self._kept(node, parents, stored) or _metadata_only(node, parents):
+                    continue  # `pair = (x, y)`, `Chunk(x)`, `x is None`, `x.shape`: no kernel touches it
+                self.use(node.id, node, host_read=self._is_host_read(node, parents))
+
+    def _kept(self, node: ast.AST, parents: dict[ast.AST, ast.AST], stored: bool) -> bool:
+        """Is this name only stored (in a display, a constructor, a container, a binding)?"""
+        child = node
+        while True:
+            parent = parents.get(child)
+            if parent is None:
+                return stored
+            if isinstance(parent, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred, ast.keyword)) or (
+                isinstance(parent, ast.IfExp) and child is not parent.test
+            ):
+                child = parent
+                continue
+            if isinstance(parent, (ast.Yield, ast.YieldFrom)):
+                return True
+            return isinstance(parent, ast.Call) and child is not parent.func and self._keeps(parent)
+
+    def _keeps(self, call: ast.Call) -> bool:
+        """A call that stores its arguments: a constructor, a partial, `list.append`."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in _STORING_METHODS | _KEEPING_METHODS:
+            return True
+        return V.is_holder_call(call, self.w.resolve, self.w.ty(call))
+
+    def _is_host_read(self, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+        """Does this use of a host buffer read its contents on the host (GL303)?
+
+        Storing it (in a tuple, a container, an attribute, an object), returning it, binding
+        another name to it, taking a view of it (`host[:n]`, `.narrow()`, `.numpy()`) or
+        handing it to a function of the project does not (the callee's reads are its own);
+        calling a reading method on it, formatting it or passing it to torch, numpy or a
+        builtin that reads it does.
+        """
+        child, parent = node, parents.get(node)
+        while True:  # climb the views: the read is what is done with the view
+            if (isinstance(parent, ast.Subscript) and child is parent.value) or (
+                isinstance(parent, ast.Attribute) and parent.attr in V.VIEW_ATTRS
+            ):
+                child, parent = parent, parents.get(parent)
+            elif isinstance(parent, ast.Attribute) and V.returns_receiver(parent.attr):
+                call = parents.get(parent)
+                if not (isinstance(call, ast.Call) and call.func is parent) or V.is_in_place(parent.attr):
+                    break
+                child, parent = call, parents.get(call)
+            else:
+                break
+        if isinstance(parent, ast.keyword):
+            child, parent = parent, parents.get(parent)
+        if parent is None or isinstance(parent, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred, ast.Yield)):
+            return False
+        if isinstance(parent, ast.Attribute):
+            return parent.attr not in _NOT_READING_ATTRS and parent.attr not in T.PY_ATTRS
+        if isinstance(parent, ast.Call) and child is not parent.func:
+            return self._reads_arguments(parent)
+        return True
+
+    def _reads_arguments(self, call: ast.Call) -> bool:
+        """Does this call read the host memory it is given (torch, numpy, builtins)?"""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in _STORING_METHODS | _KEEPING_METHODS | {"record_stream"}:
+            return False
+        name = self.w.resolve(func)
+        if name is None:  # a method: a tensor's reads its arguments, another object's is its own business
+            receiver = self.w.ty(func.value) if isinstance(func, ast.Attribute) else None
+            return (
+                receiver is not None
+                and receiver.tensorish
+                and not (isinstance(func, ast.Attribute) and func.attr == "copy_")
+            )
+        if name in V.ROW_ITERATORS or name in _NOT_READING_BUILTINS:
+            return False
+        return "." not in name or name.startswith(("torch.", "numpy."))
 
     def call(self, call: ast.Call) -> None:
         func = call.func
@@ -384,11 +526,15 @@ class StreamFlow(FlowState):
             self._method_call(call, func.attr, func.value, now)
 
     def _method_call(self, call: ast.Call, method: str, receiver: ast.expr, now: int) -> None:
-        if method in _HOST_SYNCING_METHODS or (method == "cpu" and not T.is_true(T.keyword(call, "non_blocking"))):
-            # `.item()` waits for the current stream: everything queued on it is done.
+        blocking = not T.is_true(T.keyword(call, "non_blocking"))
+        if method in _HOST_SYNCING_METHODS or (
+            blocking and (method == "cpu" or (method == "to" and T.call_targets_host(call)))
+        ):
+            # `.item()`, a blocking copy to the host: the host waits for everything queued on
+            # the current stream, earlier non-blocking copies included.
             self.host_syncs.append((self.current[-1], now, now))
-        if method in _STORING_METHODS or method == "set_result":
-            for arg in call.args:
+        if method in _STORING_METHODS or method in _KEEPING_METHODS:
+            for arg in [*call.args, *(kw.value for kw in call.keywords)]:
                 self.escape(arg)  # queued or stored: it outlives this function
         if method in ("wait_stream", "wait_event", "record", "wait", "synchronize"):
             self._ordering_call(call, method, receiver, now)
@@ -397,7 +543,7 @@ class StreamFlow(FlowState):
         elif method == "copy_" and T.is_true(T.keyword(call, "non_blocking")) and isinstance(receiver, ast.Name):
             receiver_ty = self.w.ty(receiver)
             if receiver_ty is not None and receiver_ty.kind == T.HOST:
-                self.pending_host[receiver.id] = (call, now)
+                self.pending_host[receiver.id] = (call, now, self.current[-1])
         elif method.endswith(_IN_PLACE_SUFFIX) and isinstance(receiver, ast.Name) and receiver.id in self.tensors:
             self.tensors[receiver.id].produced = (self.current[-1], now)
 
@@ -449,7 +595,7 @@ class StreamFlow(FlowState):
         if not T.is_true(T.keyword(value, "non_blocking")):
             return
         if method == "cpu" or (method == "to" and T.call_targets_host(value)):
-            self.pending_host[name] = (value, self.position)
+            self.pending_host[name] = (value, self.position, self.current[-1])
             self.tensors.pop(name, None)
 
 
@@ -475,7 +621,7 @@ _NOT_READING_ATTRS = frozenset(
         "ndim",
     }
 )
-_HOST_SYNCING_METHODS = frozenset({"item", "tolist", "numpy"})
+_HOST_SYNCING_METHODS = frozenset({"item", "tolist"})  # `.numpy()` only views host memory
 _DEVICE_SYNCS = frozenset(
     {"torch.cuda.synchronize", "torch.accelerator.synchronize", "torch.cuda.current_stream.synchronize"}
 )
@@ -494,24 +640,10 @@ _COLLECTIVES_WRITING_FIRST_ARG = frozenset(
     }
 )
 _STORING_METHODS = frozenset({"append", "extend", "insert", "put", "put_nowait", "add", "setdefault"})
-
-
-def _is_host_read(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    """Does this use of a host buffer read its contents on the host (GL303)?
-
-    Storing it (in a tuple, a container, an attribute), returning it or binding another name
-    to it does not; calling a method on it, indexing it, formatting it or passing it to a
-    function does.
-    """
-    parent = parents.get(node)
-    if parent is None or isinstance(parent, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred)):
-        return False
-    if isinstance(parent, ast.Attribute):
-        return parent.attr not in _NOT_READING_ATTRS
-    if isinstance(parent, ast.Call) and node is not parent.func:
-        func = parent.func
-        return not (isinstance(func, ast.Attribute) and func.attr in _STORING_METHODS | {"record_stream", "copy_"})
-    return True
+_KEEPING_METHODS = frozenset({"set_result", "save_for_backward"})  # they keep their arguments too
+_NOT_READING_BUILTINS = frozenset(
+    {"len", "id", "isinstance", "type", "hash", "getattr", "hasattr", "setattr", "callable"}
+)
 
 
 def _side_stream_attributes(walker: FunctionWalker) -> dict[str, str]:
@@ -585,3 +717,35 @@ def _uses_streams(body: list[ast.stmt]) -> bool:
             if isinstance(node, ast.keyword) and node.arg == "non_blocking":
                 return True
     return False
+
+
+_TRIES = tuple(node for node in (ast.Try, getattr(ast, "TryStar", None)) if node is not None)
+
+
+def _union_lists(lists: Iterable[list]) -> list:
+    """The facts of every alternative, each once, in order."""
+    return list(dict.fromkeys(item for facts in lists for item in facts))
+
+
+def _is_plain(ty: T.Ty | None) -> bool:
+    return ty is not None and ty.kind == T.PY
+
+
+def _none_in_branch(test: ast.expr, index: int) -> str | None:
+    """`if x is None:` (alternative 0) / `if x is not None: ... else:` (1): the name that holds None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)):
+        return None
+    other = test.comparators[0]
+    if not (isinstance(other, ast.Constant) and other.value is None):
+        return None
+    if (isinstance(test.ops[0], ast.Is) and index == 0) or (isinstance(test.ops[0], ast.IsNot) and index == 1):
+        return test.left.id
+    return None
+
+
+def _metadata_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """`x is None`, `x.shape`, `x.device`: the tensor object is looked at, its data is not."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.Compare):
+        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops)
+    return isinstance(parent, ast.Attribute) and parent.attr in T.PY_ATTRS

@@ -127,6 +127,8 @@ class FileSummarizer:
                     st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False
                 )
                 for stmt in statements(method.body):
+                    if isinstance(stmt, ast.Assign) and _is_none(stmt.value):
+                        continue  # `self.x_t = None` in __init__: the kind comes from what is assigned later
                     if isinstance(stmt, ast.Assign):
                         ty = None
                         for target in stmt.targets:
@@ -155,6 +157,10 @@ class FileSummarizer:
                 elements = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
                 for element in elements:
                     st.graphed_modules.add(source_text(element))
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _classes(body: list[ast.stmt], prefix: str) -> Iterator[tuple[ast.ClassDef, str]]:

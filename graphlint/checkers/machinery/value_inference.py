@@ -10,11 +10,13 @@ from __future__ import annotations
 import ast
 
 from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.tensor_values import is_str_expr
 
 GRAPHED_CALLABLES = frozenset(
     {"torch.cuda.make_graphed_callables", "transformer_engine.pytorch.make_graphed_callables"}
 )
 _CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
+_MODULE_ONLY_METHODS = frozenset({"eval", "train"})
 _MODULE_CHAINING = frozenset(
     {"cuda", "to", "eval", "train", "half", "float", "bfloat16", "double", "requires_grad_", "cpu", "type", "to_empty"}
 )
@@ -88,6 +90,8 @@ class ValueKinds:
         return T.Ty(T.PY, element=element) if element else T.T_PY
 
     def _binop_ty(self, node: ast.BinOp) -> T.Ty | None:
+        if isinstance(node.op, (ast.Add, ast.Mod)) and is_str_expr(node):
+            return T.T_PY  # `fmt + "_" + fmt`, `"%d" % n`: a string
         left, right = self.ty(node.left), self.ty(node.right)
         kinds = {k.kind for k in (left, right) if k is not None}
         if kinds & T.TENSORISH:
@@ -140,7 +144,13 @@ class ValueKinds:
 
     def _ifexp_ty(self, node: ast.IfExp) -> T.Ty | None:
         body, orelse = self.ty(node.body), self.ty(node.orelse)
+        if body != orelse and body is not None and orelse is not None:
+            if all(self._is_module_kind(ty) for ty in (body, orelse)):
+                return T.Ty(T.MODULE)  # `(A() if native else B())`: a module either way
         return body if body == orelse else None
+
+    def _is_module_kind(self, ty: T.Ty) -> bool:
+        return ty.kind == T.MODULE or (ty.kind == T.INSTANCE and self._is_module_class(ty.ref))
 
     def _named_ty(self, node: ast.NamedExpr) -> T.Ty | None:
         return self.ty(node.value)
@@ -201,6 +211,8 @@ class ValueKinds:
             method = func.attr
             receiver = self.ty(func.value)
             if receiver is not None and receiver.tensorish:
+                if method in _MODULE_ONLY_METHODS:
+                    return T.Ty(T.MODULE)  # `(...).cuda().eval()`: only a module has eval()
                 if method in T.PY_METHODS:
                     return T.T_PY
                 if method == "cpu" or (method == "to" and T.call_targets_host(node)):
@@ -304,6 +316,8 @@ class ValueKinds:
             device = T.keyword(node, "device")
             if T.is_true(T.keyword(node, "pin_memory")) or (device is not None and T.device_is_host(device) is True):
                 return T.T_HOST  # torch.empty(..., pin_memory=True), torch.zeros(n, device="cpu")
+            if device is None and name in T.CPU_DEFAULT_FACTORIES:
+                return T.T_HOST  # torch.arange(n): made on the CPU unless a device says otherwise
             return T.T_TENSOR
         if name in ("len", "int", "float", "bool", "str", "range", "isinstance", "round", "sum", "abs", "min", "max"):
             if name in ("min", "max", "abs", "sum") and any((self.ty(a) or T.T_PY).tensorish for a in node.args):

@@ -299,6 +299,26 @@ _TORCH_NON_TENSOR_PREFIXES = (
 )
 _TENSOR_RETURNING_PREFIXES = ("torch.nn.functional.", "torch.special.", "torch.linalg.", "torch.fft.")
 _HOST_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray", "torch.from_numpy"})
+# Factories that make a tensor from nothing: on the CPU when no `device=` is given.
+CPU_DEFAULT_FACTORIES = frozenset(
+    f"torch.{name}"
+    for name in (
+        "empty",
+        "zeros",
+        "ones",
+        "full",
+        "arange",
+        "range",
+        "linspace",
+        "logspace",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "eye",
+        "empty_strided",
+    )
+)
 OPTIMIZERS_WITH_CAPTURABLE = frozenset(
     f"torch.optim.{name}"
     for name in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "ASGD", "Adadelta", "Rprop", "RMSprop")

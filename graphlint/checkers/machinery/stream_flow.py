@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.names import evaluation_order, source_text
+from graphlint.checkers.machinery.stream_identity import MAIN, UNKNOWN, StreamNames
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.binder import FunctionWalker
@@ -77,9 +78,6 @@ def show_stream(stream: str) -> str:
     return "the current stream" if stream == MAIN else stream
 
 
-MAIN = "<current>"
-_STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext"})
-_CURRENT = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream"})
 _IN_PLACE_SUFFIX = "_"
 
 
@@ -96,6 +94,7 @@ class _Tensor:
     alloc_stream: str
     produced: tuple[str, int]
     uses: list[_Use] = field(default_factory=list)
+    crossings: set[tuple[str, int, str]] = field(default_factory=set)  # reported (producer, at, user)
     escaped: bool = False
     local: bool = True
 
@@ -118,19 +117,19 @@ class StreamFlow(FlowState):
         self.statement: ast.stmt | None = None
         self.handed: list[tuple[str, str, ast.stmt]] = []  # (name, side stream, binding statement)
         self.params = set(walker.summary.params) | {"self", "cls"}
+        self.names = StreamNames(walker)
+        self.waited_events = _waited_events(walker.body)
 
     # -- ordering model --------------------------------------------------------------------
     def tick(self) -> int:
         self.position += 1
         return self.position
 
-    def stream_of(self, node: ast.AST | None) -> str | None:
-        """The stream an expression denotes: a variable, or the current one."""
+    def stream_of(self, node: ast.AST | None) -> str:
+        """The stream an expression denotes (`stream_identity`); no expression: the current one."""
         if node is None:
             return self.current[-1]
-        if isinstance(node, ast.Call) and self.w.resolve(node.func) in _CURRENT:
-            return self.current[-1]
-        return source_text(node)
+        return self.names.denote(node, self.current[-1])
 
     def ordered(self, producer: str, cutoff: int, consumer: str, now: int) -> bool:
         """Is work submitted to ``producer`` before ``cutoff`` ordered before ``consumer`` at ``now``?"""
@@ -191,21 +190,25 @@ class StreamFlow(FlowState):
 
     def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
         self.bind(stmt.target, None, stmt)
+        self.names.bind_element(stmt.target, stmt.iter)
 
-    def fork(self, stmt: ast.stmt) -> tuple[dict, list[dict]]:
-        return dict(self.pending_host), []
+    def fork(self, stmt: ast.stmt) -> tuple[dict, list[dict], tuple, list[tuple]]:
+        return dict(self.pending_host), [], self.names.snapshot(), []
 
-    def branch(self, stmt: ast.stmt, index: int, start: tuple[dict, list[dict]]) -> None:
+    def branch(self, stmt: ast.stmt, index: int, start: tuple[dict, list[dict], tuple, list[tuple]]) -> None:
         if index:  # each alternative starts from what held before them, not from its sibling
             start[1].append(self.pending_host)
             self.pending_host = dict(start[0])
+            start[3].append(self.names.snapshot())
+            self.names.restore(start[2])
 
-    def join(self, stmt: ast.stmt, start: tuple[dict, list[dict]]) -> None:
+    def join(self, stmt: ast.stmt, start: tuple[dict, list[dict], tuple, list[tuple]]) -> None:
         merged: dict[str, tuple[ast.AST, int]] = {}
         for pending in start[1]:
             merged.update(pending)
         merged.update(self.pending_host)
         self.pending_host = merged
+        self.names.merge(start[3])
 
     def simple(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.Delete):
@@ -234,14 +237,7 @@ class StreamFlow(FlowState):
     def _stream_context(self, context: ast.AST) -> str | None:
         if not isinstance(context, ast.Call) or (not context.args and not context.keywords):
             return None
-        func = context.func
-        is_stream = self.w.resolve(func) in _STREAM_CONTEXTS or (
-            isinstance(func, ast.Attribute)
-            and func.attr == "stream"
-            and isinstance(func.value, ast.Call)
-            and source_text(func.value.func).endswith("get_accelerator")
-        )
-        if not is_stream:
+        if not self.w.is_stream_context(context):
             return None
         argument = context.args[0] if context.args else T.keyword(context, "stream")
         if argument is None or (isinstance(argument, ast.Constant) and argument.value is None):
@@ -254,6 +250,7 @@ class StreamFlow(FlowState):
             for element in target.elts:
                 self.bind(element, None if value is None else value, stmt)
             return
+        self.names.bind(target, value, self.current[-1])
         if isinstance(target, ast.Name):
             name = target.id
             now = self.tick()
@@ -266,7 +263,7 @@ class StreamFlow(FlowState):
                 self.handed.append((name, side, stmt))
                 self.tensors.pop(name, None)
             elif value is not None and self._is_tensor_value(value):
-                stream = self.current[-1]
+                stream = self._allocating_stream(value)
                 self.tensors[name] = _Tensor(stream, (stream, now), local=name not in self.w.globals)
             else:
                 self.tensors.pop(name, None)
@@ -278,6 +275,16 @@ class StreamFlow(FlowState):
         if value is not None:
             self.escape(value)
         self.use_target(target, write=True)
+
+    def _allocating_stream(self, value: ast.AST) -> str:
+        """The stream a new tensor is made on: the current one, unless the call is handed
+        another stream (`f(x, out_alloc_stream=consumer)`), which it may allocate or run on."""
+        current = self.current[-1]
+        if isinstance(value, ast.Call):
+            for argument in [*value.args, *(keyword.value for keyword in value.keywords)]:
+                if self.names.is_stream(argument) and self.stream_of(argument) != current:
+                    return UNKNOWN
+        return current
 
     def _side_allocated_attribute(self, value: ast.AST | None) -> str | None:
         """The side stream that made `self.attr`, when another method assigns it under one."""
@@ -315,8 +322,10 @@ class StreamFlow(FlowState):
             return
         if tensor.escaped and not stmt:
             return
+        if tensor.alloc_stream == UNKNOWN:
+            return  # allocated on a stream this cannot name: nothing to compare the uses with
         for use in reversed(tensor.uses):
-            if use.stream == tensor.alloc_stream or (name, use.stream) in self.recorded:
+            if use.stream in (tensor.alloc_stream, UNKNOWN) or (name, use.stream) in self.recorded:
                 continue
             if self.ordered(use.stream, use.position, tensor.alloc_stream, now):
                 continue
@@ -349,9 +358,15 @@ class StreamFlow(FlowState):
         if tensor is None:
             return
         producer, produced_at = tensor.produced
-        if producer != stream and not self.ordered(producer, produced_at, stream, now):
+        crossing = (producer, produced_at, stream)
+        if (
+            producer != stream
+            and UNKNOWN not in (producer, stream)  # an unknown stream never makes a report alone
+            and crossing not in tensor.crossings
+            and not self.ordered(producer, produced_at, stream, now)
+        ):
             self.emit(CrossStreamUse(node, name, producer, stream))
-            tensor.produced = (stream, now)  # one report per crossing
+            tensor.crossings.add(crossing)  # one report per crossing; a read produces nothing
         if stream != tensor.alloc_stream and self.statement is not None:
             tensor.uses.append(_Use(stream, now, self.statement, node))
         if write:
@@ -435,8 +450,11 @@ class StreamFlow(FlowState):
             self.pending_host.clear()
 
     def _is_event(self, node: ast.AST) -> bool:
+        """An event: by its kind, by a record seen, or because a stream waits on it here
+        (`dependency_event.record(s)` on a parameter later passed to `wait_event`)."""
         ty = self.w.ty(node)
-        return (ty is not None and ty.kind == T.EVENT) or source_text(node) in self.events
+        text = source_text(node)
+        return (ty is not None and ty.kind == T.EVENT) or text in self.events or text in self.waited_events
 
     def _note_host_copy(self, name: str, value: ast.AST) -> None:
         """`y = x.to("cpu", non_blocking=True)`: y is filled later; `e = s.record_event()`."""
@@ -545,7 +563,7 @@ def _side_stream_attributes(walker: FunctionWalker) -> dict[str, str]:
                 context = item.context_expr
                 if not (isinstance(context, ast.Call) and context.args):
                     continue
-                if walker.resolve(context.func) not in _STREAM_CONTEXTS:
+                if not walker.is_stream_context(context):
                     continue
                 stream = source_text(context.args[0])
                 for stmt in ast.walk(inner):
@@ -573,6 +591,19 @@ def analyze(state: ModuleState, source: str) -> None:
         flow = StreamFlow(walker)
         walk(flow, body)
         flow.finish()
+
+
+def _waited_events(body: list[ast.stmt]) -> frozenset[str]:
+    """What this function passes to `s.wait_event(...)`: events, whatever their kind says."""
+    return frozenset(
+        source_text(node.args[0])
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "wait_event"
+        and node.args
+    )
 
 
 def _uses_streams(body: list[ast.stmt]) -> bool:

@@ -22,6 +22,7 @@ from graphlint.checkers.machinery.model import COMPILE, GRAPH, CallRef, EntryRef
 from graphlint.checkers.machinery.module_state import ModuleState
 from graphlint.checkers.machinery.names import dotted_parts, source_text
 from graphlint.checkers.machinery.replay_flow import note_capture
+from graphlint.checkers.machinery.stream_identity import device_module_member
 from graphlint.checkers.machinery.syntax import (
     FUNCTION_NODES,
     assigned_names,
@@ -165,16 +166,16 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         """Canonical dotted name of an expression that names an import or a definition."""
         parts = dotted_parts(node)
         if parts is None:
-            return None
+            return device_module_member(self, node)  # get_accelerator().stream -> torch.cuda.stream
         root = parts[0]
         for walker in self.chain():
             if root in walker.local_defs:
                 return ".".join([walker.local_defs[root], *parts[1:]])
         if self.is_local_name(root) and root not in self.globals:
-            return None
+            return device_module_member(self, node)  # self._device_module.Event -> torch.cuda.Event
         if self.is_module and root in self.st.module_env:
-            return None
-        return self.st.resolve_parts(parts)
+            return device_module_member(self, node)
+        return self.st.resolve_parts(parts) or device_module_member(self, node)
 
     def is_global_name(self, name: str) -> bool:
         return name in self.globals or (self.is_module and name in self.st.module_assigned)
@@ -186,8 +187,9 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         return source_text(node) in self.st.graphed_modules
 
     def is_stream_context(self, call: ast.Call) -> bool:
-        """`torch.cuda.stream(s)`, StreamContext, DeepSpeed's `get_accelerator().stream(s)`."""
-        return self.resolve(call.func) in STREAM_CONTEXTS or _is_accelerator_stream(call)
+        """`torch.cuda.stream(s)`, StreamContext, and the same through a device module
+        (`get_accelerator().stream(s)`, `torch.get_device_module().stream(s)`: see `resolve`)."""
+        return self.resolve(call.func) in STREAM_CONTEXTS
 
     def forget_kinds(self) -> None:
         """Drop memoised kinds: bindings changed (a flow walks the body again)."""
@@ -606,18 +608,6 @@ def _element_ty(container: T.Ty | None) -> T.Ty | None:
     if container.tensorish:
         return T.T_TENSOR if container.kind == T.MASK else container
     return None
-
-
-def _is_accelerator_stream(call: ast.Call) -> bool:
-    """DeepSpeed's `get_accelerator().stream(s)` and similar accelerator wrappers."""
-    func = call.func
-    return (
-        isinstance(func, ast.Attribute)
-        and func.attr == "stream"
-        and isinstance(func.value, ast.Call)
-        and isinstance(func.value.func, (ast.Name, ast.Attribute))
-        and source_text(func.value.func).endswith("get_accelerator")
-    )
 
 
 def _ends_capture_inside(stmt: ast.stmt, receiver: str) -> bool:

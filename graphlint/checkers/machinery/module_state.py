@@ -40,6 +40,7 @@ class ModuleState:
         self.walkers: list[FunctionWalker] = []
         self.calls_by_span: dict[tuple[int, int, int, int], ast.Call] = {}  # optimizer constructors
         self.side_stream_attributes: dict[str, dict[str, str]] = {}  # class -> attr -> stream (stream flow)
+        self.current_stream_attributes: dict[str, frozenset[str]] = {}  # class -> attrs set from current_stream()
 
     # -- positions ---------------------------------------------------------------------
     def column(self, line: int, byte_offset: int) -> int:

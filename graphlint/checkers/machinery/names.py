@@ -30,13 +30,27 @@ _CANONICAL = {
     "torch.accelerator.synchronize": "torch.cuda.synchronize",
     "torch.cuda.StreamContext": "torch.cuda.stream",
     "torch.cuda.streams.StreamContext": "torch.cuda.stream",
+    "torch.Stream": "torch.cuda.Stream",
+    "torch.Event": "torch.cuda.Event",
 }
+
+
+# Device modules that offer torch.cuda's stream and event operations under their own name:
+# `torch.accelerator.current_stream()`, vLLM's `current_platform.Stream()` (it forwards
+# unknown attributes to `torch.<device>`). The stream flow sees them as torch.cuda's.
+_DEVICE_MODULES = frozenset({"torch.accelerator", "vllm.platforms.current_platform"})
+DEVICE_STREAM_OPS = frozenset(
+    {"current_stream", "default_stream", "Stream", "Event", "stream", "StreamContext", "synchronize", "set_stream"}
+)
 
 
 def canonical(name: str) -> str:
     found = _CANONICAL.get(name)
     if found is not None:
         return found
+    module, _, attr = name.rpartition(".")
+    if attr in DEVICE_STREAM_OPS and module in _DEVICE_MODULES:
+        return f"torch.cuda.{attr}"
     parts = name.split(".")
     # torch.optim.adam.Adam -> torch.optim.Adam; torch.nn.modules.linear.Linear -> torch.nn.Linear
     if len(parts) == 4 and parts[:2] == ["torch", "optim"] and parts[3][:1].isupper():

@@ -61,7 +61,7 @@ class StreamBindings:
             return self._external(name, now) if self._is_tensor_value(value) else None
         if not self._is_tensor_value(value):
             return None
-        stream = self.current[-1]
+        stream = self._allocating_stream(value)  # type: ignore[attr-defined]
         storage = new_storage(name, stream)
         if isinstance(value, ast.Call) and not (self.w.resolve(value.func) or "").startswith("torch."):
             # model(x), helper(x): the result may be `x` itself or keep it, so if it escapes, so does `x`.

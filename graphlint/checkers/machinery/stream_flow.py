@@ -24,6 +24,7 @@ from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.names import evaluation_order, source_text
 from graphlint.checkers.machinery.stream_bindings import StreamBindings
+from graphlint.checkers.machinery.stream_identity import MAIN, UNKNOWN, StreamNames
 from graphlint.checkers.machinery.tensor_state import Storage, TensorState, Use, closure
 
 if TYPE_CHECKING:
@@ -81,9 +82,6 @@ def show_stream(stream: str) -> str:
     return "the current stream" if stream == MAIN else stream
 
 
-MAIN = "<current>"
-_STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext"})
-_CURRENT = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream"})
 _IN_PLACE_SUFFIX = "_"
 
 
@@ -109,19 +107,19 @@ class StreamFlow(StreamBindings, FlowState):
         self.statement: ast.stmt | None = None
         self.handed: list[tuple[str, str, ast.stmt]] = []  # (name, side stream, binding statement)
         self.params = set(walker.summary.params) | {"self", "cls"}
+        self.names = StreamNames(walker)
+        self.waited_events = _waited_events(walker.body)
 
     # -- ordering model --------------------------------------------------------------------
     def tick(self) -> int:
         self.position += 1
         return self.position
 
-    def stream_of(self, node: ast.AST | None) -> str | None:
-        """The stream an expression denotes: a variable, or the current one."""
+    def stream_of(self, node: ast.AST | None) -> str:
+        """The stream an expression denotes (`stream_identity`); no expression: the current one."""
         if node is None:
             return self.current[-1]
-        if isinstance(node, ast.Call) and self.w.resolve(node.func) in _CURRENT:
-            return self.current[-1]
-        return source_text(node)
+        return self.names.denote(node, self.current[-1])
 
     def ordered(self, producer: str, cutoff: int, consumer: str, now: int) -> bool:
         """Is work submitted to ``producer`` before ``cutoff`` ordered before ``consumer`` at ``now``?"""
@@ -198,6 +196,7 @@ class StreamFlow(StreamBindings, FlowState):
             self.rebound(stmt.target.id, None)
         else:
             self.bind(stmt.target, None, stmt)
+        self.names.bind_element(stmt.target, stmt.iter)
 
     # -- alternatives: each starts from the state before them; after, what either left --------
     _FORKED = ("tensors", "plain", "dead", "off_device", "waits", "host_syncs", "events", "recorded", "pending_host")
@@ -209,16 +208,18 @@ class StreamFlow(StreamBindings, FlowState):
             for value in (getattr(self, name),)
         }
 
-    def fork(self, stmt: ast.stmt) -> tuple[dict, list[dict]]:
+    def fork(self, stmt: ast.stmt) -> tuple[dict, list[dict], tuple, list[tuple]]:
         if isinstance(stmt, _TRIES):
             self.dead = False  # a handler runs after a raise anywhere in the body, even before its return
-        return self._snapshot(), []
+        return self._snapshot(), [], self.names.snapshot(), []
 
-    def branch(self, stmt: ast.stmt, index: int, start: tuple[dict, list[dict]]) -> None:
+    def branch(self, stmt: ast.stmt, index: int, start: tuple[dict, list[dict], tuple, list[tuple]]) -> None:
         if index:  # each alternative starts from what held before them, not from its sibling
             start[1].append({name: getattr(self, name) for name in self._FORKED})
             for name, value in start[0].items():
                 setattr(self, name, value.copy() if hasattr(value, "copy") else value)
+            start[3].append(self.names.snapshot())
+            self.names.restore(start[2])
         if isinstance(stmt, ast.If):
             narrowed = _none_in_branch(stmt.test, index)
             if narrowed is not None:
@@ -226,7 +227,8 @@ class StreamFlow(StreamBindings, FlowState):
             if self.w.non_cuda_branch(stmt.test, index):
                 self.off_device = True  # `if x.device.type == "cpu":` runs no CUDA work
 
-    def join(self, stmt: ast.stmt, start: tuple[dict, list[dict]]) -> None:
+    def join(self, stmt: ast.stmt, start: tuple[dict, list[dict], tuple, list[tuple]]) -> None:
+        self.names.merge(start[3])
         ends = [*start[1], {name: getattr(self, name) for name in self._FORKED}]
         live = [end for end in ends if not end["dead"]] or ends[-1:]
         self.tensors = TensorState.join([end["tensors"] for end in live])
@@ -281,14 +283,7 @@ class StreamFlow(StreamBindings, FlowState):
     def _stream_context(self, context: ast.AST) -> str | None:
         if not isinstance(context, ast.Call) or (not context.args and not context.keywords):
             return None
-        func = context.func
-        is_stream = self.w.resolve(func) in _STREAM_CONTEXTS or (
-            isinstance(func, ast.Attribute)
-            and func.attr == "stream"
-            and isinstance(func.value, ast.Call)
-            and source_text(func.value.func).endswith("get_accelerator")
-        )
-        if not is_stream:
+        if not self.w.is_stream_context(context):
             return None
         argument = context.args[0] if context.args else T.keyword(context, "stream")
         if argument is None or (isinstance(argument, ast.Constant) and argument.value is None):
@@ -300,6 +295,7 @@ class StreamFlow(StreamBindings, FlowState):
         if isinstance(target, (ast.Tuple, ast.List)):
             self.unpack(target, value, stmt)
             return
+        self.names.bind(target, value, self.current[-1])
         if isinstance(target, ast.Name):
             name = target.id
             now = self.tick()
@@ -332,6 +328,16 @@ class StreamFlow(StreamBindings, FlowState):
         if value is not None:
             self._note_host_copy(name, value)
 
+    def _allocating_stream(self, value: ast.AST) -> str:
+        """The stream a new tensor is made on: the current one, unless the call is handed
+        another stream (`f(x, out_alloc_stream=consumer)`), which it may allocate or run on."""
+        current = self.current[-1]
+        if isinstance(value, ast.Call):
+            for argument in [*value.args, *(keyword.value for keyword in value.keywords)]:
+                if self.names.is_stream(argument) and self.stream_of(argument) != current:
+                    return UNKNOWN
+        return current
+
     def _side_allocated_attribute(self, value: ast.AST | None) -> str | None:
         """The side stream that made `self.attr`, when another method assigns it under one."""
         if not (
@@ -358,8 +364,10 @@ class StreamFlow(StreamBindings, FlowState):
     def check_free(self, storage: Storage, name: str, stmt: ast.stmt | None, now: int) -> None:
         """``storage`` is freed at ``now`` (``stmt``; None: the end of the function): is a
         side-stream use of it still unordered with its allocation stream?"""
+        if storage.alloc_stream == UNKNOWN:
+            return  # allocated on a stream this cannot name: nothing to compare the uses with
         for use in reversed(storage.uses):
-            if use.stream == storage.alloc_stream:
+            if use.stream in (storage.alloc_stream, UNKNOWN):
                 continue
             if any((held, use.stream) in self.recorded for held in storage.names):
                 continue
@@ -404,7 +412,11 @@ class StreamFlow(StreamBindings, FlowState):
         if binding is None:
             return
         for producer, produced_at in binding.producers:
-            if producer != stream and not self.ordered(producer, produced_at, stream, now):
+            if (
+                producer != stream
+                and UNKNOWN not in (producer, stream)
+                and not self.ordered(producer, produced_at, stream, now)
+            ):
                 if (name, producer, produced_at, stream) not in self.crossed:  # not again in a sibling branch
                     self.crossed.add((name, producer, produced_at, stream))
                     self.emit(CrossStreamUse(node, name, producer, stream))
@@ -581,8 +593,11 @@ class StreamFlow(StreamBindings, FlowState):
             self.pending_host.clear()
 
     def _is_event(self, node: ast.AST) -> bool:
+        """An event: by its kind, by a record seen, or because a stream waits on it here
+        (`dependency_event.record(s)` on a parameter later passed to `wait_event`)."""
         ty = self.w.ty(node)
-        return (ty is not None and ty.kind == T.EVENT) or source_text(node) in self.events
+        text = source_text(node)
+        return (ty is not None and ty.kind == T.EVENT) or text in self.events or text in self.waited_events
 
     def _note_host_copy(self, name: str, value: ast.AST) -> None:
         """`y = x.to("cpu", non_blocking=True)`: y is filled later; `e = s.record_event()`."""
@@ -677,7 +692,7 @@ def _side_stream_attributes(walker: FunctionWalker) -> dict[str, str]:
                 context = item.context_expr
                 if not (isinstance(context, ast.Call) and context.args):
                     continue
-                if walker.resolve(context.func) not in _STREAM_CONTEXTS:
+                if not walker.is_stream_context(context):
                     continue
                 stream = source_text(context.args[0])
                 for stmt in ast.walk(inner):
@@ -705,6 +720,19 @@ def analyze(state: ModuleState, source: str) -> None:
         flow = StreamFlow(walker)
         walk(flow, body)
         flow.finish()
+
+
+def _waited_events(body: list[ast.stmt]) -> frozenset[str]:
+    """What this function passes to `s.wait_event(...)`: events, whatever their kind says."""
+    return frozenset(
+        source_text(node.args[0])
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "wait_event"
+        and node.args
+    )
 
 
 def _uses_streams(body: list[ast.stmt]) -> bool:

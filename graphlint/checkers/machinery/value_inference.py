@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.stream_identity import is_device_module_factory
 from graphlint.checkers.machinery.tensor_values import is_str_expr
 
 GRAPHED_CALLABLES = frozenset(
@@ -281,6 +282,8 @@ class ValueKinds:
             return T.Ty(T.STREAM)
         if name == "torch.cuda.Event":
             return T.Ty(T.EVENT)
+        if is_device_module_factory(name):
+            return T.Ty(T.DEVICE_MODULE)
         if name == "torch.cuda.CUDAGraph":
             return T.Ty(T.GRAPH)
         if name == "torch.Generator":

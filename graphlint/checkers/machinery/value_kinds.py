@@ -27,6 +27,7 @@ MODULE = "module"  # a torch.nn module instance: calling it gives a tensor
 GRAPHED = "graphed"  # a make_graphed_callables / torch.compile result
 INSTANCE = "instance"  # an instance of a class defined in the analysed project
 FUNCTION = "function"
+DEVICE_MODULE = "device_module"  # torch.cuda's stream/event API under another name: get_accelerator()
 
 TENSORISH = frozenset({TENSOR, HOST, MASK})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.stream_flow import HandedWithoutRecord, ReleasedInUse, show_stream
+from graphlint.checkers.machinery.stream_flow import MAIN, HandedWithoutRecord, ReleasedInUse, show_stream
 from graphlint.checkers.rules.stream.common import record_stream_fix
 from graphlint.registry import Rule, declare
 
@@ -51,10 +51,11 @@ class DelWithoutStreamSync(Detector):
 
     def on_ReleasedInUse(self, w: FunctionWalker, event: ReleasedInUse) -> None:
         where = f"at the end of `{event.function}`" if event.scope_end else "here"
+        user = "the current stream" if event.use_stream == MAIN else f"stream `{event.use_stream}`"
         w.hazard(
             RULE.code,
             event.node,
-            f"`{event.name}` is released {where} while stream `{event.use_stream}` may still use it (line "
+            f"`{event.name}` is released {where} while {user} may still use it (line "
             f"{event.use_node.lineno}): the allocator can hand its memory to the next allocation on "
             f"`{show_stream(event.alloc_stream)}`",
             fix=record_stream_fix(w, event.use_statement, event.name, event.use_stream),

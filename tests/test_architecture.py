@@ -20,11 +20,10 @@ def _module_name(path: Path) -> str:
 
 
 def _top_level_imports(tree: ast.Module, module: str, is_package: bool) -> set[str]:
-    """Imports executed when the module loads: not under `if TYPE_CHECKING:`, not in functions."""
+    """Module-level imports, those under `if TYPE_CHECKING:` included (a cycle in the types is
+    a cycle in the design); imports inside functions are deliberate late bindings."""
     found: set[str] = set()
     for node in tree.body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
         for inner in [node] if not isinstance(node, (ast.If, ast.Try)) else list(ast.walk(node)):
             if isinstance(inner, ast.Import):
                 found.update(alias.name for alias in inner.names)

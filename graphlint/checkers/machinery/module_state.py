@@ -5,18 +5,68 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.detectors import Hooks
 from graphlint.checkers.machinery.model import ModuleSummary
 from graphlint.checkers.machinery.names import ImportMap, canonical
 
-if TYPE_CHECKING:
-    from graphlint.checkers.machinery.binder import FunctionWalker
-    from graphlint.checkers.machinery.replay_flow import Capture
-
 _BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass
+class Capture:
+    """One capture the binder found: its graph, and its static inputs and outputs (the replay flow's)."""
+
+    graph: str
+    line: int
+    end_line: int
+    function: str  # qualname of the function holding the capture
+    inputs: set[str] = field(default_factory=set)
+    outputs: set[str] = field(default_factory=set)
+
+
+class Binder(Protocol):
+    """A function's binder as the flows see it (`binder.FunctionWalker` is the one there is).
+
+    The flows are states the binder's function is walked with again; they ask it what values
+    are and where findings go, and must not import the binder (which runs them).
+    """
+
+    st: ModuleState
+    qualname: str
+    display: str
+    class_qualname: str | None
+    node: ast.AST
+    is_module: bool
+    globals: set[str]
+    regions: tuple[int, ...]
+
+    @property
+    def body(self) -> list[ast.stmt]: ...
+
+    def ty(self, node: ast.AST | None) -> T.Ty | None: ...
+
+    def resolve(self, node: ast.AST) -> str | None: ...
+
+    def lookup(self, name: str) -> T.Ty | None: ...
+
+    def call_target(self, call: ast.Call) -> object | None: ...
+
+    def chain(self) -> Iterator[Binder]: ...
+
+    def emit(self, event: object) -> None: ...
+
+    def forget_kinds(self) -> None: ...
+
+    def is_stream_context(self, call: ast.Call) -> bool: ...
+
+    def capturing_guard(self, test: ast.expr) -> bool | None: ...
+
+    def non_cuda_branch(self, test: ast.expr, index: int) -> bool: ...
 
 
 class ModuleState:
@@ -37,7 +87,7 @@ class ModuleState:
         self.registered_generators: set[str] = set()
         self.graphed_modules: set[str] = set()
         self.captures: list[Capture] = []
-        self.walkers: list[FunctionWalker] = []
+        self.walkers: list[Binder] = []
         self.calls_by_span: dict[tuple[int, int, int, int], ast.Call] = {}  # optimizer constructors
         self.side_stream_attributes: dict[str, dict[str, str]] = {}  # class -> attr -> stream (stream flow)
         self.current_stream_attributes: dict[str, frozenset[str]] = {}  # class -> attrs set from current_stream()

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, ClassVar
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.call_targets import CallTarget, FunctionTarget, InstanceCall, MethodTarget
 from graphlint.checkers.machinery.flow import FlowState, walk
+from graphlint.checkers.machinery.module_state import Capture
 from graphlint.checkers.machinery.names import evaluation_order, source_text
 
 if TYPE_CHECKING:
-    from graphlint.checkers.machinery.binder import FunctionWalker
-    from graphlint.checkers.machinery.module_state import ModuleState
+    from graphlint.checkers.machinery.module_state import Binder, ModuleState
 
 
 @dataclass(frozen=True)
@@ -177,21 +177,11 @@ def _root_key(node: ast.AST) -> str | None:
             return key_of(node)
 
 
-@dataclass
-class Capture:
-    graph: str
-    line: int
-    end_line: int
-    function: str  # qualname of the function holding the capture
-    inputs: set[str] = field(default_factory=set)
-    outputs: set[str] = field(default_factory=set)
-
-
 def graph_key(node: ast.AST | None) -> str | None:
     return key_of(node) if node is not None else None
 
 
-def note_capture(walker: FunctionWalker, body: list[ast.stmt], graph: ast.AST | None, line: int, end_line: int) -> None:
+def note_capture(walker: Binder, body: list[ast.stmt], graph: ast.AST | None, line: int, end_line: int) -> None:
     """Record a capture's graph, static inputs and static outputs (types as of capture time)."""
     key = graph_key(graph)
     if key is None:
@@ -268,7 +258,7 @@ class ReplayFlow(FlowState):
 
     def __init__(
         self,
-        walker: FunctionWalker,
+        walker: Binder,
         captures: list[Capture],
         returns_static: dict[CallTarget, str],
         final: bool,
@@ -665,7 +655,7 @@ def analyze(state: ModuleState, source: str = "") -> None:
                 walker.summary.returns_static = flow.returns_output
 
 
-def _self_targets(walker: FunctionWalker) -> list[CallTarget]:
+def _self_targets(walker: Binder) -> list[CallTarget]:
     """The call targets that run this function, as a caller in this file names them."""
     if walker.class_qualname:
         method = walker.qualname.rsplit(".", 1)[-1]
@@ -676,7 +666,7 @@ def _self_targets(walker: FunctionWalker) -> list[CallTarget]:
     return [FunctionTarget(walker.qualname)]
 
 
-def _conventional_captures(walker: FunctionWalker) -> list[Capture]:
+def _conventional_captures(walker: Binder) -> list[Capture]:
     """A function that replays a graph captured elsewhere (passed in, built by a helper):
     its buffers are recognised by PyTorch's documented naming, `static_*`. Those written in
     place (`static_input.copy_(data)`) or rebound are inputs; the others it reads are outputs.
@@ -712,7 +702,7 @@ def _conventional_captures(walker: FunctionWalker) -> list[Capture]:
     return [capture]
 
 
-def _visible_captures(walker: FunctionWalker, by_function: dict[str, list[Capture]]) -> list[Capture]:
+def _visible_captures(walker: Binder, by_function: dict[str, list[Capture]]) -> list[Capture]:
     visible = list(by_function.get(walker.qualname, []))
     for function, captures in by_function.items():
         if function == walker.qualname:

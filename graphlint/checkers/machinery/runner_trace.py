@@ -22,8 +22,7 @@ from graphlint.checkers.machinery.names import evaluation_order
 from graphlint.checkers.machinery.syntax import statements
 
 if TYPE_CHECKING:
-    from graphlint.checkers.machinery.binder import FunctionWalker
-    from graphlint.checkers.machinery.module_state import ModuleState
+    from graphlint.checkers.machinery.module_state import Binder, ModuleState
 
 Span = tuple[int, int, int, int]  # line, 0-based column, end line, 0-based end column
 
@@ -106,7 +105,7 @@ def record(state: ModuleState) -> None:
             walker.summary.trace = events
 
 
-def _bound_calls(walker: FunctionWalker) -> dict[CallTarget, int]:
+def _bound_calls(walker: Binder) -> dict[CallTarget, int]:
     bound: dict[CallTarget, int] = {}
     for stmt in statements(walker.body):
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
@@ -119,7 +118,7 @@ def _bound_calls(walker: FunctionWalker) -> dict[CallTarget, int]:
 class _Recorder(FlowState):
     loop_passes = 1  # the evaluation runs each recorded loop twice
 
-    def __init__(self, walker: FunctionWalker, targets: set[CallTarget]) -> None:
+    def __init__(self, walker: Binder, targets: set[CallTarget]) -> None:
         self.w = walker
         self.targets = targets
         self.stack: list[list[TraceEvent]] = [[]]

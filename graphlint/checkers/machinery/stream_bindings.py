@@ -16,13 +16,13 @@ from graphlint.checkers.machinery.syntax import statements
 from graphlint.checkers.machinery.tensor_state import Binding, Storage, TensorState, escape, new_storage
 
 if TYPE_CHECKING:
-    from graphlint.checkers.machinery.binder import FunctionWalker
+    from graphlint.checkers.machinery.module_state import Binder
 
 
 class StreamBindings:
     """Bindings and releases for the stream flow (see the module docstring)."""
 
-    w: FunctionWalker
+    w: Binder
     tensors: TensorState
     current: list[str]
     plain: set[str]
@@ -122,7 +122,7 @@ class StreamBindings:
             return any(self._is_tensor_value(arg) for arg in value.args)
         return False
 
-    def _method(self, call: ast.Call) -> FunctionWalker | None:
+    def _method(self, call: ast.Call) -> Binder | None:
         """The walker of `self.method(...)` when the method is defined in this class."""
         func = call.func
         if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):

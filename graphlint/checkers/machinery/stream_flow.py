@@ -28,8 +28,7 @@ from graphlint.checkers.machinery.stream_identity import MAIN, UNKNOWN, StreamNa
 from graphlint.checkers.machinery.tensor_state import Storage, TensorState, Use, closure
 
 if TYPE_CHECKING:
-    from graphlint.checkers.machinery.binder import FunctionWalker
-    from graphlint.checkers.machinery.module_state import ModuleState
+    from graphlint.checkers.machinery.module_state import Binder, ModuleState
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ _IN_PLACE_SUFFIX = "_"
 class StreamFlow(StreamBindings, FlowState):
     """The stream flow over one function (a flow-skeleton state)."""
 
-    def __init__(self, walker: FunctionWalker) -> None:
+    def __init__(self, walker: Binder) -> None:
         self.w = walker
         self.position = 0
         self.current = [MAIN]
@@ -661,7 +660,7 @@ _NOT_READING_BUILTINS = frozenset(
 )
 
 
-def _side_stream_attributes(walker: FunctionWalker) -> dict[str, str]:
+def _side_stream_attributes(walker: Binder) -> dict[str, str]:
     """`self.attr` assigned a device tensor inside `with torch.cuda.stream(s):` in any method of
     the walker's class: attribute -> stream. Computed once per class node."""
     node = walker.st.class_nodes.get(walker.class_qualname or "")

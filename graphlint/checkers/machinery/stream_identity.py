@@ -26,7 +26,7 @@ from graphlint.checkers.machinery.names import DEVICE_STREAM_OPS, source_text
 from graphlint.checkers.machinery.syntax import is_self_attr
 
 if TYPE_CHECKING:
-    from graphlint.checkers.machinery.binder import FunctionWalker
+    from graphlint.checkers.machinery.module_state import Binder
 
 MAIN = "<current>"  # the stream current when the function was entered
 UNKNOWN = "<unknown>"  # a stream this analysis cannot name (`streams[i]`, branches that disagree)
@@ -45,7 +45,7 @@ def is_device_module_factory(name: str) -> bool:
     return name in _DEVICE_MODULE_FACTORIES or name.rsplit(".", 1)[-1] in _FACTORY_TAILS
 
 
-def device_module_member(walker: FunctionWalker, node: ast.AST) -> str | None:
+def device_module_member(walker: Binder, node: ast.AST) -> str | None:
     """`get_accelerator().stream`, `self._device_module.Event`, `acc.current_stream` -> the
     `torch.cuda` name of the same operation; None for anything else."""
     if not isinstance(node, ast.Attribute) or node.attr not in STREAM_FAMILY:
@@ -62,7 +62,7 @@ def device_module_member(walker: FunctionWalker, node: ast.AST) -> str | None:
     return f"torch.cuda.{node.attr}" if found else None
 
 
-def current_stream_attributes(walker: FunctionWalker) -> frozenset[str]:
+def current_stream_attributes(walker: Binder) -> frozenset[str]:
     """`self.attr` that every method of the class sets from `current_stream()`/`default_stream()`
     outside any stream context (`self.main_stream = torch.cuda.current_stream()` in __init__):
     the stream the class's methods run on. An attribute also set from anything else is not."""
@@ -83,7 +83,7 @@ def current_stream_attributes(walker: FunctionWalker) -> frozenset[str]:
 
 
 def _note_self_stream_assignments(
-    walker: FunctionWalker, body: list[ast.stmt], current: set[str], other: set[str], inside_stream: bool
+    walker: Binder, body: list[ast.stmt], current: set[str], other: set[str], inside_stream: bool
 ) -> None:
     for stmt in body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -110,7 +110,7 @@ def _note_self_stream_assignments(
             _note_self_stream_assignments(walker, case.body, current, other, entered)
 
 
-def _names_current_call(walker: FunctionWalker, node: ast.AST) -> str | None:
+def _names_current_call(walker: Binder, node: ast.AST) -> str | None:
     """`torch.cuda.current_stream()` / `default_stream()` in any spelling: which of the two."""
     if isinstance(node, ast.Call):
         name = walker.resolve(node.func)
@@ -123,7 +123,7 @@ class StreamNames:
     """What each local name, `self` attribute and literal container denotes as a stream, kept
     in statement order by the stream flow (bind on assignment, fork/join over branches)."""
 
-    def __init__(self, walker: FunctionWalker) -> None:
+    def __init__(self, walker: Binder) -> None:
         self.w = walker
         self.aliases: dict[str, str] = {f"self.{attr}": MAIN for attr in current_stream_attributes(walker)}
         self.containers: dict[str, tuple[str, ...]] = {}

@@ -59,7 +59,7 @@ class SanitizerReport:
 def rule_finding(rule, message: str, where: tuple[str, int]) -> Finding:
     """A runtime finding of ``rule`` at a (path, line): the type every reporter understands."""
     path, line = where
-    return Finding(rule.code, rule.name, rule.severity, message, path, line, 1, line, 1)
+    return Finding.of(rule, message, path, (line, 1, line, 1))
 
 
 def analyze_pair(

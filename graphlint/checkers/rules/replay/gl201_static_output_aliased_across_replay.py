@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.machinery.names import source_text
@@ -52,33 +54,27 @@ class StaticOutputAliased(Detector):
     rule = RULE
 
     def on_KeptOutputRead(self, w: FunctionWalker, event: KeptOutputRead) -> None:
-        w.hazard(
-            RULE.code,
+        _kept_output(
+            w,
             event.node,
             f"`{source_text(event.node)}` keeps a static output of graph `{event.graph}` that a later replay "
             f"overwrites before it is read (line {event.read_line})",
-            fix=clone_fix(w, event.node),
-            always=True,
         )
 
     def on_OutputYieldedInLoop(self, w: FunctionWalker, event: OutputYieldedInLoop) -> None:
-        w.hazard(
-            RULE.code,
+        _kept_output(
+            w,
             event.node,
             f"static output `{source_text(event.node)}` of graph `{event.graph}` is yielded from a replay "
             "loop: the consumer's reference is overwritten by the next replay",
-            fix=clone_fix(w, event.node),
-            always=True,
         )
 
     def on_OutputStoredInLoop(self, w: FunctionWalker, event: OutputStoredInLoop) -> None:
-        w.hazard(
-            RULE.code,
+        _kept_output(
+            w,
             event.node,
             f"static output `{source_text(event.node)}` of graph `{event.graph}` is stored in `{event.holder}` "
             "inside a replay loop: every element ends up holding the last replay's values",
-            fix=clone_fix(w, event.node),
-            always=True,
         )
 
     # -- across files: a runner's result kept by its caller ------------------------------------
@@ -95,3 +91,8 @@ class StaticOutputAliased(Detector):
             "that calls the runner again: every element ends up holding the last call's values"
         )
         reporter.report(RULE, event.span, message, clone_fix_at(event.span))
+
+
+def _kept_output(w: FunctionWalker, node: ast.AST, message: str) -> None:
+    """A static output kept where a later replay overwrites it; the fix keeps a copy."""
+    w.hazard(RULE.code, node, message, fix=clone_fix(w, node), always=True)

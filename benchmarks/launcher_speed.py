@@ -4,7 +4,7 @@ One process, side by side, for MLPs of several widths and batch sizes, a transfo
 (SDPA) and a torch.compile'd function: per-call GPU latency
 (median of CUDA-event timings), per-call CPU time (median of perf_counter around the call),
 peak memory during the calls, the graph pool's size, and the patch cost against the number of
-patched nodes. Writes JSON with the device and versions, prints a Markdown table.
+patched nodes, for the launcher's default (``updates="auto"``) and host-side updates. Writes JSON with the device and versions, prints a Markdown table.
 
     python benchmarks/launcher_speed.py [--json out.json]
 """
@@ -24,7 +24,6 @@ from graphlint.runtime_sanitizer.capture import pool_segments
 from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
 
 ITERS = 200
-DEVICE = False  # --device: also measure updates="device" (experimental; it hung once in a test run)
 
 
 def mlp(width: int, depth: int) -> torch.nn.Module:
@@ -95,19 +94,6 @@ class FanOut(torch.nn.Module):
         return acc
 
 
-def _device_row(model, pool) -> dict:
-    """The launcher with updates="device": its timings, or why it was refused or not built."""
-    from graphlint.runtime_sanitizer.launcher import LauncherRefused
-
-    try:
-        device = ParameterizedLauncher(model, (pool[0],), updates="device")
-    except LauncherRefused as error:
-        return {"refused": str(error)}
-    if device._updater is None:
-        return {"refused": f"not built: {device.update_note}"}
-    return measure(device, pool)
-
-
 def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
     pool = [torch.randn(shape, device="cuda") for _ in range(8)]
     row: dict = {"model": label, "shape": list(shape)}
@@ -133,10 +119,13 @@ def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
         row["replay_copy_clone"] = measure(replay, pool)
         row["replay_pool_mib"] = graph_pool_mib(graph)
 
-        if DEVICE:  # experimental: the updater node inside the graph (--device)
-            row["launcher_device"] = _device_row(model, pool)
-        launcher = ParameterizedLauncher(model, (pool[0],))  # host-side: one driver call per patched node
+        host = ParameterizedLauncher(model, (pool[0],), updates="host")  # one driver call per patched node
+        row["launcher_host"] = measure(host, pool)
+        host = None  # its graph and pool go before the next one is built
+        launcher = ParameterizedLauncher(model, (pool[0],))  # the default, updates="auto"
         row["launcher"] = measure(lambda x: launcher(x), pool)
+        row["launcher_updates"] = "device" if launcher._updater is not None else "host"
+        row["update_note"] = launcher.update_note
         row["launcher_fallback"] = launcher.fallback_reason
         row["patched_nodes"] = len(launcher._nodes)
         row["graph_nodes"] = len(launcher._capture.snapshot.nodes)
@@ -154,10 +143,7 @@ def _driver_version() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json")
-    parser.add_argument("--device", action="store_true", help="also measure updates='device' (experimental)")
     args = parser.parse_args()
-    global DEVICE
-    DEVICE = args.device
     rows = []
     for label, model, shape in cases():
         row = run_case(label, model, shape)
@@ -165,16 +151,16 @@ def main() -> int:
         print(json.dumps(row), flush=True)
     print(
         "\n| model | input | nodes (patched) | eager GPU/CPU us | replay+copy+clone GPU/CPU us "
-        "| launcher GPU/CPU us | launcher, device updates (experimental) GPU/CPU us | pool MiB | outputs MiB | fallback |"
+        "| launcher GPU/CPU us | updates | launcher, host-side updates GPU/CPU us | pool MiB | outputs MiB | fallback |"
     )
-    print("|---|---|---:|---:|---:|---:|---|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|")
     for r in rows:
-        e, c, lch, d = r["eager"], r["replay_copy_clone"], r["launcher"], r.get("launcher_device", {})
-        device = f"{d['gpu_us']}/{d['cpu_us']}" if "gpu_us" in d else f"refused ({d['refused'][:60]})" if d else "-"
+        e, c, lch, h = r["eager"], r["replay_copy_clone"], r["launcher"], r["launcher_host"]
         print(
             f"| {r['model']} | {'x'.join(map(str, r['shape']))} | {r['graph_nodes']} ({r['patched_nodes']}) | "
             f"{e['gpu_us']}/{e['cpu_us']} | {c['gpu_us']}/{c['cpu_us']} | {lch['gpu_us']}/{lch['cpu_us']} | "
-            f"{device} | {r['replay_pool_mib']} | {r['outputs_mib']} | {r['launcher_fallback'] or '-'} |"
+            f"{r['launcher_updates']} | {h['gpu_us']}/{h['cpu_us']} | {r['replay_pool_mib']} | {r['outputs_mib']} | "
+            f"{r['launcher_fallback'] or '-'} |"
         )
     if args.json:
         with open(args.json, "w") as handle:

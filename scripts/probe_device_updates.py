@@ -1,16 +1,15 @@
 """Probe (needs CUDA, nvcc): when does a device-side kernel-node update reach a replay?
 
-Issue 19's device-side updater (`graphlint/runtime_sanitizer/device_update.py`) passed its
-one-node trial but missed nodes in real graphs on the H200. This probe takes the launcher out
-of the picture: it captures small graphs (a chain of elementwise kernels that all read one
-input, a GEMM), opts the nodes that read the input in to device-side updates, re-points them
-at another tensor from an updater kernel placed in different ways, replays once and says,
-per node, whether the replay read the new tensor.
+It takes the launcher out of the picture: it captures small graphs (a chain of elementwise
+kernels that all read one input, a GEMM), opts the nodes that read the input in to
+device-side updates, re-points them at another tensor with the updater kernel of
+`graphlint/runtime_sanitizer/device_update.py` launched on the replay's stream just before
+each replay, and says whether each replay read what it was pointed at.
 
-Placements: ``inside`` (an updater node with an edge to each re-pointed node, what the
-launcher does), ``root`` (an updater node that every root of the graph waits for),
-``before`` (the updater as its own one-node graph launched just before, same stream) and
-``before-sync`` (the same, with a device synchronisation before the replay).
+Placements: ``upload`` (the executable graph uploaded once before the first update, what the
+launcher does) and ``no-upload`` (not uploaded: its first launch uploads it). The first
+version of this script also tried an updater node inside the graph; its results are in
+`benchmarks/results/probe_device_updates-2026-11-30-placements.json`.
 
 Each case runs in its own process with a time limit (a bad update can hang or lose the
 context). Usage: ``python scripts/probe_device_updates.py [--json FILE]``; one JSON line per
@@ -25,20 +24,14 @@ import subprocess
 import sys
 
 CASES = [
-    ("chain", 8, "inside", None),
-    ("chain", 8, "root", None),
-    ("chain", 8, "before", None),
-    ("chain", 8, "before-sync", None),
-    ("chain", 32, "inside", None),
-    ("chain", 32, "root", None),
-    ("chain", 32, "before-sync", None),
-    *[("chain", 8, "inside", k) for k in range(8)],
-    ("gemm-bf16", 1, "inside", None),
-    ("gemm-bf16", 1, "root", None),
-    ("gemm-bf16", 1, "before-sync", None),
-    ("gemm-fp32", 1, "inside", None),
-    ("gemm-fp32", 1, "root", None),
-    ("gemm-fp32", 1, "before-sync", None),
+    ("chain", 8, "no-upload"),
+    ("chain", 8, "upload"),
+    ("chain", 32, "upload"),
+    ("chain", 80, "upload"),
+    ("gemm-bf16", 1, "upload"),
+    ("gemm-fp32", 1, "upload"),
+    ("timing", 32, "upload"),
+    ("timing", 80, "upload"),
 ]
 
 
@@ -73,7 +66,7 @@ def _graph(kind: str, reads: int):
     return graph, x, fn, out
 
 
-def run_case(kind: str, reads: int, placement: str, only: int | None) -> dict:
+def run_case(kind: str, reads: int, placement: str) -> dict:
     import torch
 
     from graphlint.runtime_sanitizer import device_update as du
@@ -84,49 +77,154 @@ def run_case(kind: str, reads: int, placement: str, only: int | None) -> dict:
     snap = snapshot_graph(graph.raw_cuda_graph())
     raw = drv.CUgraph(graph.raw_cuda_graph())
     handles = _ok(drv.cuGraphGetNodes(raw, len(snap.nodes)))[0]
-    readers = []  # (node index, byte offset of x's address in its device-side parameters)
+    offsets: dict[int, list[int]] = {}  # node index -> byte offsets of x's address in its parameters
     for node in snap.nodes:
         for param in node.params:
             for offset, value in param.words():
                 if value == x.data_ptr():
-                    readers.append((node.index, param.offset + offset, node.name[:60]))
-    result = {"kind": kind, "reads": reads, "placement": placement, "only": only, "readers": len(readers)}
-    if kind == "chain" and len(readers) != reads:
+                    offsets.setdefault(node.index, []).append(param.offset + offset)
+    result = {"kind": kind, "reads": reads, "placement": placement, "nodes": len(offsets)}
+    if kind == "chain" and len(offsets) != reads:
         return {**result, "error": "not one reading node per term"}
-    chosen = [r for i, r in enumerate(readers) if only is None or i == only]
-    function = du.updater_function(1)
-    device_nodes = du.make_device_updatable([handles[index] for index, _, _ in chosen])
+    chosen = sorted(offsets)
+    device_nodes = du.make_device_updatable([handles[index] for index in chosen])
     if any(handle is None for handle in device_nodes):
         return {**result, "error": "the driver refused the device-updatable attribute"}
-    slots = [du.DeviceSlot(i, offset, 0, 0, 8) for i, (_, offset, _) in enumerate(chosen)]
-    updater = du.DeviceUpdater(function, device_nodes, slots, 1)
-    if placement == "inside":
-        updater.add_to(raw, [handles[index] for index, _, _ in chosen])
-    elif placement == "root":
-        targets = {b for _, b in snap.edges}
-        updater.add_to(raw, [h for i, h in enumerate(handles) if i not in targets])
-    else:
-        separate = _ok(drv.cuGraphCreate(0))
-        updater.add_to(separate, [])
-        separate_exec = _ok(drv.cuGraphInstantiate(separate, 0))
+    slots = [du.DeviceSlot(i, offset, 0, 0, 8) for i, index in enumerate(chosen) for offset in offsets[index]]
+    updater = du.DeviceUpdater(du.updater_function(1), device_nodes, slots, 1)
     graph.instantiate()
+    if placement == "upload":
+        du.upload(graph)
     y = torch.randn_like(x)
     picks = []
-    for source in (y, x, y):
-        updater.write([source.data_ptr()])
-        if placement.startswith("before"):
-            stream = drv.CUstream(torch.cuda.current_stream().cuda_stream)
-            _ok(drv.cuGraphLaunch(separate_exec, stream))
-            if placement == "before-sync":
-                torch.cuda.synchronize()
+    for source in (y, x, y, y):
+        updater.launch([source.data_ptr()])
         graph.replay()
-        updater.launched()
         torch.cuda.synchronize()
-        chosen_index = {index for index, _, _ in chosen}
-        sources = [source if r[0] in chosen_index else x for r in readers] or [source]
-        expected = fn(sources)
-        picks.append(bool(torch.equal(out, expected)))
-    return {**result, "updated": len(chosen), "replays_right": picks, "names": sorted({n for *_, n in chosen})}
+        picks.append(bool(torch.equal(out, fn([source] * reads))))
+    names = sorted({snap.nodes[i].name[:60] for i in chosen})
+    return {**result, "slots": len(slots), "replays_right": picks, "names": names}
+
+
+# One thread builds the update list, one call applies it (`cudaGraphKernelNodeUpdatesApply`):
+# measured against the updater's one `cudaGraphKernelNodeSetParam` per slot.
+BATCHED = r"""
+struct Slot { unsigned long long node; unsigned long long offset; long long delta; unsigned int key; unsigned int width; };
+extern "C" __global__ void graphlint_repoint_batched(const Slot* slots, int count, unsigned long long base,
+    cudaGraphKernelNodeUpdate* updates, unsigned long long* values) {
+  for (int k = threadIdx.x; k < count; k += blockDim.x) {
+    Slot s = slots[k];
+    values[k] = base + (unsigned long long)s.delta;
+    updates[k].node = (cudaGraphDeviceNode_t)s.node;
+    updates[k].field = cudaGraphKernelNodeFieldParam;
+    updates[k].updateData.param.pValue = &values[k];
+    updates[k].updateData.param.offset = s.offset;
+    updates[k].updateData.param.size = s.width;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) cudaGraphKernelNodeUpdatesApply(updates, count);
+}
+"""
+
+
+def _batched_updater(device_nodes, slots, address: int):
+    """A launch of the batched variant for these slots, all pointed at ``address``."""
+    import ctypes
+
+    import torch
+
+    from graphlint.runtime_sanitizer import device_update as du
+
+    function = du._compile(torch.cuda.get_device_capability(), BATCHED, "graphlint_repoint_batched")
+    rows, _ = du.pack_slots(device_nodes, slots)
+    table = torch.tensor(rows, dtype=torch.int64, device="cuda")
+    updates = torch.zeros(len(rows) * 64, dtype=torch.uint8, device="cuda")  # >= sizeof(update) each
+    values = torch.zeros(len(rows), dtype=torch.int64, device="cuda")
+    args = [ctypes.c_uint64(table.data_ptr()), ctypes.c_int(len(rows)), ctypes.c_uint64(address)]
+    args += [ctypes.c_uint64(updates.data_ptr()), ctypes.c_uint64(values.data_ptr())]
+    pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+    launch, stream = du._direct_launch(), du._current_stream()
+    keep = (table, updates, values, args, pointers)
+
+    def call():
+        assert keep
+        launch(int(function), 1, 1, 1, 128, 1, 1, 0, stream(), pointers, None)
+
+    return call
+
+
+def _median_us(call, iterations: int = 200) -> tuple[float, float]:
+    """Median GPU (CUDA events) and CPU (perf_counter) microseconds of one call."""
+    import statistics
+    import time
+
+    import torch
+
+    gpu, cpu = [], []
+    for _ in range(iterations):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        call()
+        cpu.append((time.perf_counter() - t0) * 1e6)
+        end.record()
+        end.synchronize()
+        gpu.append(start.elapsed_time(end) * 1000)
+    return round(statistics.median(gpu), 1), round(statistics.median(cpu), 1)
+
+
+def time_case(reads: int) -> dict:
+    """Where the time goes: the chain's replay plain and with its nodes opted in, and the
+    updater alone and before the replay, for each launch shape."""
+    from graphlint.runtime_sanitizer import device_update as du
+    from graphlint.runtime_sanitizer.introspection import _driver, _ok, snapshot_graph
+
+    drv = _driver()
+    plain, *_ = _graph("chain", reads)
+    plain.instantiate()
+    row = {"kind": "timing", "reads": reads, "plain_replay": _median_us(plain.replay)}
+    graph, x, fn, out = _graph("chain", reads)
+    snap = snapshot_graph(graph.raw_cuda_graph())
+    handles = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), len(snap.nodes)))[0]
+    found = [
+        (node.index, param.offset + offset)
+        for node in snap.nodes
+        for param in node.params
+        for offset, value in param.words()
+        if value == x.data_ptr()
+    ]
+    device_nodes = du.make_device_updatable([handles[index] for index, _ in found])
+    slots = [du.DeviceSlot(i, offset, 0, 0, 8) for i, (_, offset) in enumerate(found)]
+    graph.instantiate()
+    du.upload(graph)
+    row["opted_in_replay"] = _median_us(graph.replay)
+    address = [x.data_ptr()]
+    for shape in du.SHAPES:
+        updater = du.DeviceUpdater(du.updater_function(1), device_nodes, slots, 1, shape)
+        row[f"updater_{shape}"] = _median_us(lambda u=updater: u.launch(address))
+        row[f"updater_{shape}_and_replay"] = _median_us(lambda u=updater: (u.launch(address), graph.replay()))
+    try:
+        batched = _batched_updater(device_nodes, slots, x.data_ptr())
+        row["batched"] = _median_us(batched)
+        row["batched_and_replay"] = _median_us(lambda: (batched(), graph.replay()))
+        row["batched_right"] = _batched_right(device_nodes, slots, graph, (x, fn, out), reads)
+    except Exception as error:
+        row["batched"] = f"{type(error).__name__}: {error}"[:300]
+    return row
+
+
+def _batched_right(device_nodes, slots, graph, io, reads) -> bool:
+    """Whether the batched variant re-points the chain at another tensor and back."""
+    import torch
+
+    x, fn, out = io
+    results = []
+    for source in (torch.randn_like(x), x):
+        _batched_updater(device_nodes, slots, source.data_ptr())()
+        graph.replay()
+        torch.cuda.synchronize()
+        results.append(bool(torch.equal(out, fn([source] * reads))))
+    return all(results)
 
 
 def main() -> int:
@@ -135,9 +233,10 @@ def main() -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        kind, reads, placement, only = json.loads(args.one)
+        kind, reads, placement = json.loads(args.one)
         try:
-            print(json.dumps(run_case(kind, reads, placement, only)))
+            row = time_case(reads) if kind == "timing" else run_case(kind, reads, placement)
+            print(json.dumps(row))
         except Exception as error:
             print(json.dumps({"case": json.loads(args.one), "error": f"{type(error).__name__}: {error}"[:300]}))
         return 0
@@ -145,7 +244,7 @@ def main() -> int:
     for case in CASES:
         try:
             done = subprocess.run(
-                [sys.executable, __file__, "--one", json.dumps(case)], capture_output=True, text=True, timeout=25
+                [sys.executable, __file__, "--one", json.dumps(case)], capture_output=True, text=True, timeout=60
             )
             lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
             row = json.loads(lines[-1]) if lines else {"case": case, "error": done.stderr.strip()[-300:]}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import pytest
@@ -239,38 +238,28 @@ class FanOut(torch.nn.Module):
 
 
 def _device_launcher(fn, x):
-    """updates="device" is experimental: a refusal is an expected failure, never wrong bits."""
-    from graphlint.runtime_sanitizer.launcher import LauncherRefused
-
-    if not os.environ.get("GRAPHLINT_TEST_DEVICE_UPDATES"):
-        pytest.skip(
-            "updates='device' is experimental (issue 19): on the H200 it missed nodes in some graphs and one run "
-            "hung here; set GRAPHLINT_TEST_DEVICE_UPDATES=1 to run it"
-        )
-    try:
-        launcher = _launcher(fn, x, updates="device")
-    except LauncherRefused as error:
-        pytest.xfail(f"open (issue 19): {error}")
+    """Device-side updates need the CUDA toolkit's nvcc and libcudadevrt at run time."""
+    launcher = _launcher(fn, x, updates="device")
     if launcher._updater is None:
         pytest.skip(f"device-side updates are not available here: {launcher.update_note}")
     return launcher
 
 
 @torch.inference_mode()
-def test_device_side_updates_re_point_every_node_with_no_driver_call() -> None:
-    """32 patched nodes, re-pointed by the updater node inside the graph: a call writes one row
-    of addresses and makes no driver update; every output stays the caller's."""
+def test_device_side_updates_re_point_every_node_with_one_launch_and_no_driver_call() -> None:
+    """32 patched nodes, re-pointed by one updater launch a call: no host-side driver update,
+    every result right, and every output stays the caller's (a later call never writes it)."""
     fn = FanOut(31)
     x = torch.randn(4096, device="cuda")
     launcher = _device_launcher(fn, x)
     assert launcher.fallback_reason is None, launcher.fallback_reason
     assert len(launcher._nodes) == 32 and all(node.on_device for node in launcher._nodes)
-    calls, rows = [], []
-    real_direct, real_write = launcher._direct, launcher._updater.write
+    calls, launches = [], []
+    real_direct, real_launch = launcher._direct, launcher._updater.launch
     launcher._direct = lambda *args: calls.append(args) or real_direct(*args)
-    launcher._updater.write = lambda addresses: rows.append(list(addresses)) or real_write(addresses)
+    launcher._updater.launch = lambda addresses: launches.append(list(addresses)) or real_launch(addresses)
     previous = None
-    for _ in range(300):  # more launches than the ring has rows
+    for _ in range(300):
         a = torch.randn_like(x)
         (out,) = launcher(a)
         assert torch.equal(out, fn(a))
@@ -278,7 +267,39 @@ def test_device_side_updates_re_point_every_node_with_no_driver_call() -> None:
             assert torch.equal(previous[0], previous[1]), "a later call overwrote an earlier output"
         previous = (out, out.clone())
     assert not calls, "no host-side driver update when every node is device-updatable"
-    assert len(rows) == 300 and rows[-1] == [a.data_ptr(), out.data_ptr()]
+    assert launches and launches[-1] == [a.data_ptr(), out.data_ptr()]
+
+
+@torch.inference_mode()
+def test_auto_updates_take_the_device_from_the_threshold_on_and_the_host_below_it() -> None:
+    from graphlint.runtime_sanitizer.launcher import DEVICE_THRESHOLD
+
+    x = torch.randn(4096, device="cuda")
+    many = _launcher(FanOut(31), x)
+    few = _launcher(FanOut(DEVICE_THRESHOLD - 2), x)
+    assert len(few._nodes) < DEVICE_THRESHOLD and few._updater is None, few.update_note
+    if many._updater is None:
+        pytest.skip(f"device-side updates are not available here: {many.update_note}")
+    for launcher, fn in ((many, FanOut(31)), (few, FanOut(DEVICE_THRESHOLD - 2))):
+        a = torch.randn_like(x)
+        assert torch.equal(launcher(a)[0], fn(a))
+        assert launcher.fallback_reason is None
+
+
+@torch.inference_mode()
+def test_device_updates_follow_the_callers_stream() -> None:
+    """The updater is launched on the current stream, the replay's: on a side stream too."""
+    fn = FanOut(15)
+    x = torch.randn(4096, device="cuda")
+    launcher = _device_launcher(fn, x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        a = torch.randn_like(x)
+        outs = [launcher(a)[0] for a in (a, a * 2, a * 3)]
+        expected = [fn(a * k) for k in (1, 2, 3)]
+    torch.cuda.current_stream().wait_stream(side)
+    assert all(torch.equal(o, e) for o, e in zip(outs, expected, strict=True))
 
 
 @torch.inference_mode()

@@ -1,20 +1,24 @@
-"""Device-side kernel-node updates: re-point every patched node from inside the graph (needs CUDA).
+"""Device-side kernel-node updates: re-point every patched node with one kernel launch (needs CUDA).
 
 A host-side update (`cuGraphExecKernelNodeSetParams`) costs about a microsecond of CPU per node
-on the H200, and a launch after any host-side change to the executable graph costs more than
-an unchanged one. CUDA 12.4+ lets a kernel node opt in to device-side updates (the
-`DEVICE_UPDATABLE_KERNEL_NODE` attribute, set before the graph is instantiated). Measured on the
-H200: an update from a kernel enqueued *before* the graph's launch does not reach the replay; an
-update from a kernel node *inside* the graph reaches the nodes after it. So the launcher adds
-one updater node to the captured graph, with an edge to every patched node; it writes each
-slot with `cudaGraphKernelNodeSetParam` (the caller's tensor address plus the slot's offset).
+on the H200, so a graph whose input feeds 80 kernels costs 80 driver calls a call. CUDA 12.4+
+lets a kernel node opt in to device-side updates (the `DEVICE_UPDATABLE_KERNEL_NODE`
+attribute, set before the graph is instantiated); a kernel then rewrites its parameters with
+`cudaGraphKernelNodeSetParam`.
 
-The host never changes the executable graph per call: it writes the call's tensor addresses
-(one word per input and output) into a ring of rows in pinned host memory, and the updater
-reads the row of its launch (a device-side launch counter; launches of one executable graph
-are ordered). Every replay of the graph consumes one row, so every replay must be preceded by
-`DeviceUpdater.write`. An event every `_EVERY` launches keeps the host from overwriting a row
-that a launch still in flight has not read.
+Measured on the H200 (`scripts/probe_device_updates.py`,
+`benchmarks/results/probe_device_updates-*.json`):
+- an updater kernel launched on the replay's stream just before the replay reaches every
+  opted-in node of that replay, from the second launch of the executable graph on: the first
+  launch uploads the graph and overwrites earlier device-side updates. So the executable
+  graph is uploaded (`cuGraphUpload`) once, before any update;
+- an updater *node inside* the graph is not reliable: with a 32-kernel chain the replay hung,
+  and with the updater as the graph's root the first replay missed the updates.
+
+So the updater is an ordinary kernel launch, stream-ordered before each replay. The call's
+tensor addresses travel in its by-value argument (`Bases`), copied at launch: no host buffer
+to keep alive, no launch counter, and replays on other streams cannot race it. The host never
+changes the executable graph per call; one launch replaces one driver call per node.
 
 The updater is compiled once per process with the CUDA toolkit's nvcc and linked with its
 device runtime (libcudadevrt), then tried on a throwaway graph. Without them, or when the trial
@@ -28,36 +32,35 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-MAX_TENSORS = 64  # inputs + outputs a ring row holds
-_THREADS = 128
-_RING = 256  # rows: launches the host may run ahead of the device
-_EVERY = 64  # launches between the events that keep the ring safe
+MAX_TENSORS = 64  # inputs + outputs one updater launch takes (its by-value argument)
+# The updater's launch shape: (blocks, threads per block); one thread per node either way.
+# "blocks" spreads the nodes over one block each, "warps" over blocks of 32, "one" is one block.
+SHAPES = {
+    "blocks": lambda nodes: (nodes, 1),
+    "warps": lambda nodes: (-(-nodes // 32), 32),
+    "one": lambda nodes: (1, 128),
+}
+SHAPE = "one"
 
 _SOURCE = r"""
 struct Slot { unsigned long long node; unsigned long long offset; long long delta; unsigned int key; unsigned int width; };
-extern "C" __global__ void graphlint_repoint(const Slot* slots, const int* firsts, int nodes,
-    const volatile unsigned long long* ring, int rows, int width, unsigned long long* counter) {
-  __shared__ unsigned long long launch;
-  if (threadIdx.x == 0) launch = *counter;
-  __syncthreads();
-  const volatile unsigned long long* bases = ring + (launch %% rows) * width;
-  for (int i = threadIdx.x; i < nodes; i += blockDim.x) {
+struct Bases { unsigned long long at[%d]; };
+extern "C" __global__ void graphlint_repoint(const Slot* slots, const int* firsts, int nodes, Bases bases) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nodes; i += gridDim.x * blockDim.x) {
     for (int k = firsts[i]; k < firsts[i + 1]; ++k) {  // one thread per node: its slots in order
       Slot s = slots[k];
-      unsigned long long value = bases[s.key] + (unsigned long long)s.delta;
+      unsigned long long value = bases.at[s.key] + (unsigned long long)s.delta;
       cudaGraphKernelNodeSetParam((cudaGraphDeviceNode_t)s.node, s.offset, &value, s.width);
     }
   }
-  __syncthreads();
-  if (threadIdx.x == 0) *counter = launch + 1;
 }
 """
 
-_FUNCTION: dict[tuple[int, int], Any] = {}  # compute capability -> (module, function), per process
+_FUNCTION: dict[tuple[tuple[int, int], str], Any] = {}  # (capability, kernel) -> (module, function), per process
 
 
 class UpdaterUnavailable(RuntimeError):
@@ -92,19 +95,21 @@ def _toolkit() -> tuple[str, str]:
     raise UpdaterUnavailable("no CUDA toolkit (nvcc and libcudadevrt.a) to build the device-side updater")
 
 
-def _compile(capability: tuple[int, int]) -> Any:
-    """The updater kernel for this device, compiled and linked with the device runtime."""
+def _compile(capability: tuple[int, int], source_text: str = "", name: str = "graphlint_repoint") -> Any:
+    """A kernel of ``source_text`` (the updater's by default) for this device, compiled and
+    linked with the device runtime."""
     from graphlint.runtime_sanitizer.introspection import _driver, _ok
 
-    if capability in _FUNCTION:
-        return _FUNCTION[capability][1]
+    key = (capability, name)
+    if key in _FUNCTION:
+        return _FUNCTION[key][1]
     drv = _driver()
     nvcc, devrt = _toolkit()
     arch = f"{capability[0]}{capability[1]}"
     with tempfile.TemporaryDirectory() as folder:
         source = os.path.join(folder, "repoint.cu")
         with open(source, "w") as handle:
-            handle.write(_SOURCE.replace("%%", "%"))
+            handle.write(source_text or _SOURCE % MAX_TENSORS)
         ptx = os.path.join(folder, "repoint.ptx")
         command = [nvcc, f"-arch=compute_{arch}", "-rdc=true", "-ptx", source, "-o", ptx]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -121,8 +126,8 @@ def _compile(capability: tuple[int, int]) -> Any:
     finally:
         drv.cuLinkDestroy(state)
     module = _ok(drv.cuModuleLoadData(image))
-    function = _ok(drv.cuModuleGetFunction(module, b"graphlint_repoint"))
-    _FUNCTION[capability] = (module, function)
+    function = _ok(drv.cuModuleGetFunction(module, name.encode()))
+    _FUNCTION[key] = (module, function)
     return function
 
 
@@ -150,8 +155,8 @@ _VERIFIED: dict[tuple[int, int], str] = {}  # capability -> "" when the trial pa
 
 
 def _trial(function: Any) -> str:
-    """Opt a throwaway graph's node in, add the updater, re-point its input twice and replay:
-    only if that gives the right bits may a program's graph opt in (which is final)."""
+    """Opt a throwaway graph's node in, upload it, re-point its input twice and replay: only if
+    that gives the right bits may a program's graph opt in (which is final)."""
     import torch
 
     from graphlint.runtime_sanitizer.introspection import _driver, _ok, snapshot_graph
@@ -176,16 +181,28 @@ def _trial(function: Any) -> str:
     if device_nodes[0] is None:
         return "the driver refused the device-updatable attribute"
     updater = DeviceUpdater(function, device_nodes, [DeviceSlot(0, where[0], 0, 0, 8)], 1)
-    updater.add_to(raw, handles[:1])
     graph.instantiate()
+    upload(graph)
     for source in (moved, x):
-        updater.write([source.data_ptr()])
+        updater.launch([source.data_ptr()])
         graph.replay()
-        updater.launched()
         torch.cuda.synchronize()
         if not torch.equal(out, source * 2):
-            return "a device-side update from the updater node did not reach the node after it"
+            return "a device-side update launched before the replay did not reach it"
     return ""
+
+
+def upload(graph: Any) -> None:
+    """Upload a torch graph's executable graph on the current stream and wait: its first launch
+    would otherwise upload it then, overwriting the device-side updates made before."""
+    import torch
+
+    from graphlint.runtime_sanitizer.introspection import _driver, _ok
+
+    drv = _driver()
+    stream = drv.CUstream(torch.cuda.current_stream().cuda_stream)
+    _ok(drv.cuGraphUpload(drv.CUgraphExec(graph.raw_cuda_graph_exec()), stream))
+    torch.cuda.current_stream().synchronize()
 
 
 def make_device_updatable(handles: Sequence[Any]) -> list[int | None]:
@@ -209,71 +226,73 @@ def make_device_updatable(handles: Sequence[Any]) -> list[int | None]:
     return found
 
 
-class DeviceUpdater:
-    """The updater of one graph: its slot table on the device, the ring of address rows in
-    pinned host memory, the launch counter, and the node it adds to the graph."""
+def _direct_launch() -> Any:
+    """`cuLaunchKernel` straight from libcuda: a binding-level call costs several microseconds."""
+    library = ctypes.CDLL("libcuda.so.1")
+    function = library.cuLaunchKernel
+    function.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    function.restype = ctypes.c_int
+    return function
 
-    def __init__(self, function: Any, device_nodes: Sequence[int | None], slots: Sequence[DeviceSlot], width: int):
+
+def _current_stream() -> Callable[[], int]:
+    """The raw handle of torch's current CUDA stream, the cheapest way torch offers."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        device = torch.cuda.current_device()
+        return lambda: raw(device)
+    return lambda: torch.cuda.current_stream().cuda_stream
+
+
+class DeviceUpdater:
+    """The updater of one graph: its slot table on the device and the launch that applies it.
+
+    `launch(addresses)` enqueues the updater on torch's current stream, which must be the stream
+    of the replay that follows (the launcher launches and replays back to back)."""
+
+    def __init__(
+        self,
+        function: Any,
+        device_nodes: Sequence[int | None],
+        slots: Sequence[DeviceSlot],
+        width: int,
+        shape: str | None = None,
+    ):
         import torch
 
+        from graphlint.runtime_sanitizer.introspection import _address
+
+        if width > MAX_TENSORS:
+            raise UpdaterUnavailable(f"{width} inputs and outputs; the updater takes at most {MAX_TENSORS}")
         rows, firsts = pack_slots(device_nodes, slots)
         self._table = torch.tensor(rows or [[0, 0, 0, 0]], dtype=torch.int64).cuda()
         self._firsts = torch.tensor(firsts, dtype=torch.int32).cuda()
-        self._counter = torch.zeros(1, dtype=torch.int64, device="cuda")
         self.width = max(width, 1)
-        self._ring = torch.zeros(_RING * self.width, dtype=torch.int64).pin_memory()
-        self._rows = [
-            (ctypes.c_uint64 * self.width).from_address(self._ring.data_ptr() + 8 * self.width * row)
-            for row in range(_RING)
+        self._bases = (ctypes.c_uint64 * MAX_TENSORS)()
+        self._values = [
+            ctypes.c_uint64(self._table.data_ptr()),
+            ctypes.c_uint64(self._firsts.data_ptr()),
+            ctypes.c_int(len(firsts) - 1),
         ]
-        values = [
-            self._table.data_ptr(), self._firsts.data_ptr(), len(firsts) - 1,
-            self._ring.data_ptr(), _RING, self.width, self._counter.data_ptr(),
-        ]  # fmt: skip
-        types = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64, ctypes.c_int, ctypes.c_int]
-        self._values = [kind(value) for kind, value in zip([*types, ctypes.c_uint64], values, strict=True)]
-        self._args = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in self._values])
-        self._function = function
-        self._launches = 0
-        self._events: dict[int, Any] = {}
+        self._args = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in self._values], ctypes.addressof(self._bases))
+        self._function = _address(function)
+        self._launch = _direct_launch()
+        self._stream = _current_stream()
+        self._blocks, self._threads = SHAPES[shape or SHAPE](max(len(firsts) - 1, 1))
 
-    def add_to(self, graph: Any, dependents: Sequence[Any]) -> None:
-        """Add the updater node to a not yet instantiated graph, before ``dependents``."""
-        from graphlint.runtime_sanitizer.introspection import _driver, _ok
-
-        drv = _driver()
-        params = drv.CUDA_KERNEL_NODE_PARAMS()
-        params.func = self._function
-        params.gridDimX, params.gridDimY, params.gridDimZ = 1, 1, 1
-        params.blockDimX, params.blockDimY, params.blockDimZ = _THREADS, 1, 1
-        params.sharedMemBytes = 0
-        params.kernelParams = ctypes.addressof(self._args)
-        params.extra = 0
-        node = _ok(drv.cuGraphAddKernelNode(graph, None, 0, params))
-        count = len(dependents)
-        try:
-            _ok(drv.cuGraphAddDependencies(graph, [node] * count, list(dependents), None, count))
-        except TypeError:  # cuda-bindings before 13: no edge data
-            _ok(drv.cuGraphAddDependencies(graph, [node] * count, list(dependents), count))
-
-    def write(self, addresses: Sequence[int]) -> None:
-        """The next launch's addresses (one per input and output, 0 for unused ones)."""
-        launch = self._launches
-        if launch % _EVERY == 0 and launch - _RING + _EVERY in self._events:
-            self._events.pop(launch - _RING + _EVERY).synchronize()  # its row is about to be reused
-        row = self._rows[launch % _RING]
+    def launch(self, addresses: Sequence[int]) -> None:
+        """Re-point the nodes at this call's addresses (one per input and output, 0 for unused
+        ones) before the next replay on the current stream."""
+        bases = self._bases
         for index, address in enumerate(addresses):
-            row[index] = address
-
-    def launched(self) -> None:
-        """Called right after each launch of the graph: the updater consumed one row."""
-        import torch
-
-        if self._launches % _EVERY == 0:
-            event = torch.cuda.Event()
-            event.record()
-            self._events[self._launches] = event
-        self._launches += 1
+            bases[index] = address
+        error = self._launch(
+            self._function, self._blocks, 1, 1, self._threads, 1, 1, 0, self._stream(), self._args, None
+        )
+        if error != 0:
+            raise UpdaterUnavailable(f"the updater launch failed (CUresult {error})")
 
 
 def pack_slots(device_nodes: Sequence[int | None], slots: Sequence[DeviceSlot]) -> tuple[list[list[int]], list[int]]:

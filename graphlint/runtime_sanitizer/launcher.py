@@ -86,8 +86,9 @@ class _KernelNodeParams(ctypes.Structure):
     ]
 
 
-# With updates="device", from this many patched nodes on the updater node re-points them.
-DEVICE_THRESHOLD = 1
+# With updates="auto", from this many patched nodes on one updater launch re-points them: a
+# launch costs about what four direct driver calls do (benchmarks/launcher_speed.py, H200).
+DEVICE_THRESHOLD = 4
 
 # The argument field a slot rewrites, by width: ctypes truncates to the field on assignment,
 # so a 4-byte field receives the address's low half.
@@ -119,12 +120,14 @@ class ParameterizedLauncher:
         module: Any = None,
         optimizer: Any = None,
         warmup: int = 2,
-        updates: str = "host",
+        updates: str = "auto",
     ) -> None:
-        """``updates``: "host" writes each patched node with one driver call (the default: every
-        zoo model passes this way); "device" re-points them from an updater node inside the
-        graph (`device_update`), which is experimental: on the H200 it missed nodes in some
-        graphs, and then the build refuses (LauncherRefused) instead of serving calls."""
+        """``updates``: "host" writes each patched node with one driver call; "device" re-points
+        them with one updater kernel launched before each replay (`device_update`: needs the
+        CUDA toolkit's nvcc and libcudadevrt at run time); "auto" (the default) takes device-side
+        updates from `DEVICE_THRESHOLD` patched nodes on, where one launch is cheaper than the
+        driver calls, and host-side updates below it or when the updater is not available or
+        fails the self-check (`update_note` says which and why)."""
         import torch
 
         from graphlint.runtime_sanitizer.capture import module_tensors, optimizer_tensors
@@ -134,8 +137,8 @@ class ParameterizedLauncher:
                 "the optimizer has no state yet: run one eager step first (its state is created lazily, "
                 "and a captured step needs it at fixed addresses)"
             )
-        if updates not in ("host", "device"):
-            raise ValueError(f"updates must be 'host' or 'device', not {updates!r}")
+        if updates not in ("host", "device", "auto"):
+            raise ValueError(f"updates must be 'host', 'device' or 'auto', not {updates!r}")
         self._updates = updates
         self._device_threshold = DEVICE_THRESHOLD
         self._last: tuple[int, ...] | None = None  # the addresses the host-updated nodes hold now
@@ -189,13 +192,15 @@ class ParameterizedLauncher:
             first.graph.instantiate()
         self._exec = self._drv.CUgraphExec(first.graph.raw_cuda_graph_exec())
         self._exec_handle = int(first.graph.raw_cuda_graph_exec())
+        if self._updater is not None:
+            from graphlint.runtime_sanitizer.device_update import upload
+
+            upload(first.graph)  # its first launch would undo the device-side updates made before
         self._host_nodes = [node for node in self._nodes if not node.on_device]
         if self.fallback_reason is None:
             self._self_check()
         if self._updater is not None and self.fallback_reason is not None:
-            # Falling back needs the nodes pointed back at the static buffers, and that write
-            # went through the same updater that just failed: refuse rather than guess.
-            raise LauncherRefused(f"device-side updates: {self.fallback_reason}")
+            self._device_failed()
         self._keep = ()  # analysis done: give their private pools back
 
     def _prepare_direct(self) -> None:
@@ -228,15 +233,30 @@ class ParameterizedLauncher:
                 for slot in node.slots
             ]
 
+    def _device_failed(self) -> None:
+        """The self-check failed with device-side updates. Asked for them explicitly: refuse (the
+        fallback's own re-pointing goes through the same updater). Under "auto": host-side
+        updates, which override device-side ones on opted-in nodes, judged by a new self-check."""
+        if self._updates == "device":
+            raise LauncherRefused(f"device-side updates: {self.fallback_reason}")
+        self.update_note = f"host-side updates: device-side ones failed the self-check ({self.update_note})"
+        self._updater = None
+        for node in self._nodes:
+            node.on_device = False
+        self._host_nodes = list(self._nodes)
+        self._last = None
+        self.fallback_reason = None
+        self._self_check()
+
     def _prepare_updater(self, capture) -> Any:
         """Device-side updates for the patched nodes that accept them (`device_update`): one
         launch a call instead of one driver call per node. Before instantiation: the nodes must
-        opt in first. Nodes the driver refuses keep host-side updates; None if none accepted or
-        the updater cannot be built here (the reason is kept in `update_note`)."""
+        opt in first. All nodes or none; None if too few nodes move, the driver refuses a node
+        or the updater cannot be built here (the reason is kept in `update_note`)."""
         from graphlint.runtime_sanitizer import device_update
 
         self.update_note = ""
-        if len(self._nodes) < self._device_threshold:
+        if self._updates == "auto" and len(self._nodes) < self._device_threshold:
             self.update_note = f"{len(self._nodes)} patched nodes: host-side updates are cheaper"
             return None
         keys = [("input", i) for i in range(len(self.inputs))] + [("output", i) for i in range(len(self.outputs))]
@@ -247,10 +267,13 @@ class ParameterizedLauncher:
         except device_update.UpdaterUnavailable as error:
             self.update_note = str(error)
             return None
+        if any(handle is None for handle in handles):
+            # All or none: a host-side update may make the next launch upload the graph again,
+            # which would undo the device-side updates launched before it.
+            self.update_note = f"the driver refused device-side updates for {handles.count(None)} patched nodes"
+            return None
         slots = []
-        for position, (node, handle) in enumerate(zip(self._nodes, handles, strict=True)):
-            if handle is None:
-                continue
+        for position, node in enumerate(self._nodes):
             node.on_device = True
             base = capture.snapshot.nodes[node.index].params
             for slot in node.slots:
@@ -264,17 +287,15 @@ class ParameterizedLauncher:
                     )
                 )
         if not slots:
-            self.update_note = "the driver refused device-side updates for every patched node"
+            self.update_note = "no patched node has a slot to re-point"
             return None
         self._keys = keys
         try:
             updater = device_update.DeviceUpdater(function, handles, slots, len(keys))
-            graph = self._drv.CUgraph(capture.graph.raw_cuda_graph())
-            updater.add_to(graph, [node.handle for node in self._nodes if node.on_device])
         except Exception as error:  # host-side updates remain; the self-check judges them
             for node in self._nodes:
                 node.on_device = False
-            self.update_note = f"the updater node could not be added: {type(error).__name__}: {error}"
+            self.update_note = f"the updater could not be set up: {type(error).__name__}: {error}"
             return None
         self.update_note = f"device-side: {len(slots)} slots in {sum(n.on_device for n in self._nodes)} nodes"
         return updater
@@ -442,14 +463,14 @@ class ParameterizedLauncher:
         self._repoint(addresses)
 
     def _repoint(self, addresses: dict[tuple[str, int], int]) -> None:
-        """Hand the addresses to the updater node (device-side nodes) and write them into the
-        other patched nodes; host-side writes are skipped when the nodes already hold them (a
-        caller that reuses its buffers, an output block the allocator hands back)."""
-        if self._updater is not None:
-            self._updater.write([addresses.get(key, 0) for key in self._keys])
+        """Launch the updater with the addresses (device-side updates) or write them into each
+        patched node (host-side); skipped when the nodes already hold them (a caller that
+        reuses its buffers, an output block the allocator hands back)."""
         current = tuple(addresses.values())
         if current == self._last:
-            return
+            return  # device-side updates persist across replays, like host-side ones
+        if self._updater is not None:
+            self._updater.launch([addresses.get(key, 0) for key in self._keys])
         direct = self._direct
         if direct is not None:
             exec_handle = self._exec_handle
@@ -465,10 +486,8 @@ class ParameterizedLauncher:
         self._last = current
 
     def _replay(self) -> None:
-        """Every replay consumes one row of the updater's ring: `_repoint` wrote it."""
+        """On the current stream, right after `_repoint`'s updater launch (if any)."""
         self._capture.graph.replay()  # same stream as the allocations: ordered for the allocator
-        if self._updater is not None:
-            self._updater.launched()
 
 
 def _merged(ranges: list[tuple[int, int]]) -> tuple[list[int], list[int]]:

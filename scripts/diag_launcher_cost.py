@@ -1,0 +1,88 @@
+"""Where a launcher call's time goes (needs CUDA): the call, and its parts one by one.
+
+For a fan-out graph (one input read by N kernels, so N patched nodes) it times, per part, the
+median GPU (CUDA events) and CPU (perf_counter) microseconds over 200 calls: the whole call,
+the refusal checks, the output allocation, the updater launch, the replay, updater + replay,
+and plain copy-in/replay/clone-out. Usage: ``python scripts/diag_launcher_cost.py [N ...]``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+
+
+class FanOut(torch.nn.Module):
+    def __init__(self, reads: int) -> None:
+        super().__init__()
+        self.reads = reads
+
+    def forward(self, x):
+        acc = x * 1.0
+        for i in range(self.reads - 1):
+            acc = acc + x * float(i + 2)
+        return acc
+
+
+def median_us(call, iterations: int = 200) -> list[float]:
+    gpu, cpu = [], []
+    for _ in range(iterations):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        call()
+        cpu.append((time.perf_counter() - t0) * 1e6)
+        end.record()
+        end.synchronize()
+        gpu.append(start.elapsed_time(end) * 1000)
+    return [round(statistics.median(gpu), 1), round(statistics.median(cpu), 1)]
+
+
+def parts(reads: int, updates: str) -> dict:
+    model = FanOut(reads)
+    pool = [torch.randn(4096, device="cuda") for _ in range(8)]
+    launcher = ParameterizedLauncher(model, (pool[0],), updates=updates)
+    turn = iter(range(10**9))
+    out_meta = launcher._out_meta[0]
+    row = {"reads": reads, "updates": updates, "patched": len(launcher._nodes), "note": launcher.update_note}
+    row["call"] = median_us(lambda: launcher(pool[next(turn) % 8]))
+    row["checks"] = median_us(lambda: launcher._why_not([pool[0]]))
+    row["alloc"] = median_us(lambda: torch.empty_strided(out_meta[0], out_meta[1], dtype=out_meta[2], device="cuda"))
+    out = torch.empty_strided(out_meta[0], out_meta[1], dtype=out_meta[2], device="cuda")
+    rows = [{("input", 0): p.data_ptr(), ("output", 0): out.data_ptr()} for p in pool]
+
+    def repoint():
+        launcher._last = None
+        launcher._repoint(rows[next(turn) % 8])
+
+    row["repoint"] = median_us(repoint)
+    row["replay"] = median_us(launcher._replay)
+    row["repoint_and_replay"] = median_us(lambda: (repoint(), launcher._replay()))
+    static_in, static_out = launcher.inputs[0], launcher.outputs[0]
+
+    def copy_clone():
+        static_in.copy_(pool[next(turn) % 8])
+        launcher._restore()
+        launcher._replay()
+        return static_out.clone()
+
+    row["copy_replay_clone_same_graph"] = median_us(copy_clone)
+    return row
+
+
+def main() -> int:
+    with torch.inference_mode():
+        for reads in [int(a) for a in sys.argv[1:]] or [31, 79]:
+            for updates in ("auto", "host"):
+                print(json.dumps(parts(reads, updates)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

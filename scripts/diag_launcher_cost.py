@@ -9,39 +9,13 @@ and plain copy-in/replay/clone-out. Usage: ``python scripts/diag_launcher_cost.p
 from __future__ import annotations
 
 import json
-import statistics
 import sys
-import time
 
 import torch
 
+from benchmarks.launcher_speed import FanOut
 from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
-
-
-class FanOut(torch.nn.Module):
-    def __init__(self, reads: int) -> None:
-        super().__init__()
-        self.reads = reads
-
-    def forward(self, x):
-        acc = x * 1.0
-        for i in range(self.reads - 1):
-            acc = acc + x * float(i + 2)
-        return acc
-
-
-def median_us(call, iterations: int = 200) -> list[float]:
-    gpu, cpu = [], []
-    for _ in range(iterations):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        t0 = time.perf_counter()
-        call()
-        cpu.append((time.perf_counter() - t0) * 1e6)
-        end.record()
-        end.synchronize()
-        gpu.append(start.elapsed_time(end) * 1000)
-    return [round(statistics.median(gpu), 1), round(statistics.median(cpu), 1)]
+from scripts.probe_device_updates import median_us
 
 
 def parts(reads: int, updates: str) -> dict:

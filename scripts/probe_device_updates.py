@@ -153,7 +153,7 @@ def _batched_updater(device_nodes, slots, address: int):
     return call
 
 
-def _median_us(call, iterations: int = 200) -> tuple[float, float]:
+def median_us(call, iterations: int = 200) -> tuple[float, float]:
     """Median GPU (CUDA events) and CPU (perf_counter) microseconds of one call."""
     import statistics
     import time
@@ -182,7 +182,7 @@ def time_case(reads: int) -> dict:
     drv = _driver()
     plain, *_ = _graph("chain", reads)
     plain.instantiate()
-    row = {"kind": "timing", "reads": reads, "plain_replay": _median_us(plain.replay)}
+    row = {"kind": "timing", "reads": reads, "plain_replay": median_us(plain.replay)}
     graph, x, fn, out = _graph("chain", reads)
     snap = snapshot_graph(graph.raw_cuda_graph())
     handles = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), len(snap.nodes)))[0]
@@ -197,16 +197,16 @@ def time_case(reads: int) -> dict:
     slots = [du.DeviceSlot(i, offset, 0, 0, 8) for i, (_, offset) in enumerate(found)]
     graph.instantiate()
     du.upload(graph)
-    row["opted_in_replay"] = _median_us(graph.replay)
+    row["opted_in_replay"] = median_us(graph.replay)
     address = [x.data_ptr()]
     for shape in du.SHAPES:
         updater = du.DeviceUpdater(du.updater_function(1), device_nodes, slots, 1, shape)
-        row[f"updater_{shape}"] = _median_us(lambda u=updater: u.launch(address))
-        row[f"updater_{shape}_and_replay"] = _median_us(lambda u=updater: (u.launch(address), graph.replay()))
+        row[f"updater_{shape}"] = median_us(lambda u=updater: u.launch(address))
+        row[f"updater_{shape}_and_replay"] = median_us(lambda u=updater: (u.launch(address), graph.replay()))
     try:
         batched = _batched_updater(device_nodes, slots, x.data_ptr())
-        row["batched"] = _median_us(batched)
-        row["batched_and_replay"] = _median_us(lambda: (batched(), graph.replay()))
+        row["batched"] = median_us(batched)
+        row["batched_and_replay"] = median_us(lambda: (batched(), graph.replay()))
         row["batched_right"] = _batched_right(device_nodes, slots, graph, (x, fn, out), reads)
     except Exception as error:
         row["batched"] = f"{type(error).__name__}: {error}"[:300]

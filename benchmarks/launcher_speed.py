@@ -1,6 +1,6 @@
 """Eager vs. graph replay with copy-in/clone-out vs. the parameterized launcher (needs CUDA).
 
-One process, side by side, for MLPs of several widths and batch sizes, a transformer block
+One process, side by side (every variant's calls interleaved), for MLPs of several widths and batch sizes, a transformer block
 (SDPA) and a torch.compile'd function: per-call GPU latency
 (median of CUDA-event timings), per-call CPU time (median of perf_counter around the call),
 peak memory during the calls, the graph pool's size, and the patch cost against the number of
@@ -33,28 +33,44 @@ def mlp(width: int, depth: int) -> torch.nn.Module:
     return torch.nn.Sequential(*layers).cuda().eval()
 
 
-def measure(call, inputs_pool) -> dict:
-    for i in range(20):
-        call(inputs_pool[i % len(inputs_pool)])
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    cpu, gpu = [], []
+def _timed(call, x) -> tuple[float, float]:
+    """One call's GPU (CUDA events) and CPU (perf_counter) microseconds, from an idle device."""
+    start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start_event.record()
+    t0 = time.perf_counter()
+    call(x)
+    cpu = (time.perf_counter() - t0) * 1e6
+    end_event.record()
+    end_event.synchronize()
+    return start_event.elapsed_time(end_event) * 1000, cpu
+
+
+def measure(calls: dict, inputs_pool) -> dict:
+    """Median GPU and CPU microseconds per call of each variant, measured interleaved (call i
+    of every variant, in a rotating order, before call i + 1 of any): the machine's drift
+    over a run then lands on every variant alike. Peak extra memory from a pass of its own."""
+    result = {}
+    for name, call in calls.items():
+        for i in range(20):
+            call(inputs_pool[i % len(inputs_pool)])
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        for i in range(20):
+            call(inputs_pool[i % len(inputs_pool)])
+        torch.cuda.synchronize()
+        result[name] = {"peak_extra_mib": round((torch.cuda.max_memory_allocated() - base) / 2**20, 2)}
+    samples = {name: ([], []) for name in calls}
+    names = list(calls)
     for i in range(ITERS):
-        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         x = inputs_pool[i % len(inputs_pool)]
-        start_event.record()
-        t0 = time.perf_counter()
-        call(x)
-        cpu.append(time.perf_counter() - t0)
-        end_event.record()
-        end_event.synchronize()
-        gpu.append(start_event.elapsed_time(end_event) * 1000)
-    return {
-        "gpu_us": round(statistics.median(gpu), 1),
-        "cpu_us": round(statistics.median(cpu) * 1e6, 1),
-        "peak_extra_mib": round((torch.cuda.max_memory_allocated() - base) / 2**20, 2),
-    }
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            gpu, cpu = _timed(calls[name], x)
+            samples[name][0].append(gpu)
+            samples[name][1].append(cpu)
+    for name, (gpu, cpu) in samples.items():
+        result[name].update(gpu_us=round(statistics.median(gpu), 1), cpu_us=round(statistics.median(cpu), 1))
+    return result
 
 
 def graph_pool_mib(graph) -> float:
@@ -69,8 +85,9 @@ def cases():
     for width, depth in ((256, 2), (256, 8), (1024, 4), (1024, 16)):
         for batch in (1, 64):
             yield f"MLP {width}x{depth}", mlp(width, depth), (batch, width)
-    for reads in (31, 79):  # the input read by `reads` kernels, the output written by one more
-        yield f"fan-out x{reads + 1} patched", FanOut(reads), (4096,)
+    for size in (1 << 12, 1 << 24):  # 16 KB (cheaper to copy in) and 64 MB (cheaper to re-point)
+        for reads in (31, 79):  # the input read by `reads` kernels, the output written by one more
+            yield f"fan-out, {reads} reads", FanOut(reads), (size,)
     block = Block().cuda().eval()
     for batch in (1, 16):
         yield "transformer block 256d", block, (batch, 128, 256)
@@ -98,8 +115,6 @@ def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
     pool = [torch.randn(shape, device="cuda") for _ in range(8)]
     row: dict = {"model": label, "shape": list(shape)}
     with torch.inference_mode():
-        row["eager"] = measure(lambda x: model(x), pool)
-
         static_in = pool[0].clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -116,17 +131,22 @@ def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
             graph.replay()
             return static_out.clone()
 
-        row["replay_copy_clone"] = measure(replay, pool)
+        calls = {"eager": model, "replay_copy_clone": replay}
         row["replay_pool_mib"] = graph_pool_mib(graph)
-
-        host = ParameterizedLauncher(model, (pool[0],), updates="host")  # one driver call per patched node
-        row["launcher_host"] = measure(host, pool)
-        host = None  # its graph and pool go before the next one is built
+        for key, updates in (("launcher_host", "host"), ("launcher_device", "device")):
+            # every tensor re-pointed, one driver call per node (host) or one updater launch (device)
+            forced = ParameterizedLauncher(model, (pool[0],), updates=updates, copy_when_cheaper=False)
+            row["repointable_nodes"] = len(forced._nodes)
+            if updates == "host" or forced._updater is not None:
+                calls[key] = forced
         launcher = ParameterizedLauncher(model, (pool[0],))  # the default, updates="auto"
-        row["launcher"] = measure(lambda x: launcher(x), pool)
+        calls["launcher"] = launcher
+        row.update(measure(calls, pool))
+        row.setdefault("launcher_device", {"not_built": "device-side updates unavailable"})
         row["launcher_updates"] = "device" if launcher._updater is not None else "host"
         row["update_note"] = launcher.update_note
         row["launcher_fallback"] = launcher.fallback_reason
+        row["copied"] = sorted(launcher.copied)
         row["patched_nodes"] = len(launcher._nodes)
         row["graph_nodes"] = len(launcher._capture.snapshot.nodes)
         row["launcher_pool_mib"] = launcher._capture.pool_bytes / 2**20
@@ -150,16 +170,18 @@ def main() -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(
-        "\n| model | input | nodes (patched) | eager GPU/CPU us | replay+copy+clone GPU/CPU us "
-        "| launcher GPU/CPU us | updates | launcher, host-side updates GPU/CPU us | pool MiB | outputs MiB | fallback |"
+        "\n| model | input | nodes (patched of re-pointable) | eager GPU/CPU us | replay+copy+clone GPU/CPU us "
+        "| launcher GPU/CPU us | updates | copied | all re-pointed, host-side GPU/CPU us "
+        "| all re-pointed, device-side GPU/CPU us | pool MiB | outputs MiB | fallback |"
     )
-    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|")
     for r in rows:
-        e, c, lch, h = r["eager"], r["replay_copy_clone"], r["launcher"], r["launcher_host"]
+        e, c, lch, h, d = r["eager"], r["replay_copy_clone"], r["launcher"], r["launcher_host"], r["launcher_device"]
+        device = f"{d['gpu_us']}/{d['cpu_us']}" if "gpu_us" in d else "-"
         print(
-            f"| {r['model']} | {'x'.join(map(str, r['shape']))} | {r['graph_nodes']} ({r['patched_nodes']}) | "
+            f"| {r['model']} | {'x'.join(map(str, r['shape']))} | {r['graph_nodes']} ({r['patched_nodes']} of {r['repointable_nodes']}) | "
             f"{e['gpu_us']}/{e['cpu_us']} | {c['gpu_us']}/{c['cpu_us']} | {lch['gpu_us']}/{lch['cpu_us']} | "
-            f"{r['launcher_updates']} | {h['gpu_us']}/{h['cpu_us']} | {r['replay_pool_mib']} | {r['outputs_mib']} | "
+            f"{r['launcher_updates']} | {', '.join(r['copied']) or '-'} | {h['gpu_us']}/{h['cpu_us']} | {device} | {r['replay_pool_mib']} | {r['outputs_mib']} | "
             f"{r['launcher_fallback'] or '-'} |"
         )
     if args.json:

@@ -91,3 +91,22 @@ def test_recorded_output_reuse_leaves_earlier_intermediates_alone() -> None:
     assert early, "the output's block served an earlier intermediate at the same offset in both captures"
     kept = [w for w in outputs if analysis.really_output(w, ordering)]
     assert kept and all(w.node >= born for w in kept)
+
+
+def test_a_small_tensor_many_kernels_use_is_cheaper_to_copy_a_large_or_rarely_used_one_is_not() -> None:
+    """The launcher's copy-or-re-point choice (update_cost): copy when re-pointing every user
+    costs more CPU than a copy launch and the copy is faster than the device-side updater."""
+    from graphlint.runtime_sanitizer.update_cost import cheaper_to_copy, nodes_per_tensor
+
+    nodes = nodes_per_tensor(
+        [(("input", 0), n) for n in range(80)]
+        + [(("input", 0), 3)]  # one node using it twice counts once
+        + [(("input", 1), n) for n in range(3)]
+        + [(("input", 2), n) for n in range(80)]
+        + [(("output", 0), 99)]
+    )
+    assert nodes == {("input", 0): 80, ("input", 1): 3, ("input", 2): 80, ("output", 0): 1}
+    sizes = {("input", 0): 16 << 10, ("input", 1): 16 << 10, ("input", 2): 1 << 30, ("output", 0): 16 << 10}
+    chosen = cheaper_to_copy(nodes, sizes)
+    assert set(chosen) == {("input", 0)}
+    assert "80 kernels use it (16384 bytes)" in chosen[("input", 0)]

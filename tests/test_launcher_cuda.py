@@ -239,7 +239,7 @@ class FanOut(torch.nn.Module):
 
 def _device_launcher(fn, x):
     """Device-side updates need the CUDA toolkit's nvcc and libcudadevrt at run time."""
-    launcher = _launcher(fn, x, updates="device")
+    launcher = _launcher(fn, x, updates="device", copy_when_cheaper=False)
     if launcher._updater is None:
         pytest.skip(f"device-side updates are not available here: {launcher.update_note}")
     return launcher
@@ -275,8 +275,8 @@ def test_auto_updates_take_the_device_from_the_threshold_on_and_the_host_below_i
     from graphlint.runtime_sanitizer.launcher import DEVICE_THRESHOLD
 
     x = torch.randn(4096, device="cuda")
-    many = _launcher(FanOut(31), x)
-    few = _launcher(FanOut(DEVICE_THRESHOLD - 2), x)
+    many = _launcher(FanOut(31), x, copy_when_cheaper=False)
+    few = _launcher(FanOut(DEVICE_THRESHOLD - 2), x, copy_when_cheaper=False)
     assert len(few._nodes) < DEVICE_THRESHOLD and few._updater is None, few.update_note
     if many._updater is None:
         pytest.skip(f"device-side updates are not available here: {many.update_note}")
@@ -284,6 +284,24 @@ def test_auto_updates_take_the_device_from_the_threshold_on_and_the_host_below_i
         a = torch.randn_like(x)
         assert torch.equal(launcher(a)[0], fn(a))
         assert launcher.fallback_reason is None
+
+
+@torch.inference_mode()
+def test_a_small_input_many_kernels_read_is_copied_in_and_a_large_one_re_pointed() -> None:
+    """16 KB read by 79 kernels: one copy costs less than re-pointing 79 nodes, so the launcher
+    copies it (and says so) while still re-pointing the output; 64 MB read by the same kernels
+    is re-pointed. Results are right either way."""
+    fn = FanOut(79)
+    small, large = torch.randn(4096, device="cuda"), torch.randn(1 << 24, device="cuda")
+    copying = _launcher(fn, small)
+    assert "input 0" in copying.copied and "cheaper to copy: 79 kernels" in copying.copied["input 0"]
+    assert not copying.pinned and len(copying._nodes) == 1  # the output's node only
+    repointing = _launcher(fn, large)
+    assert not repointing.copied and len(repointing._nodes) == 80
+    for launcher, x in ((copying, small), (repointing, large)):
+        a = torch.randn_like(x)
+        (out,) = launcher(a)
+        assert torch.equal(out, fn(a)) and launcher.fallback_reason is None
 
 
 @torch.inference_mode()

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphlint.registry import Rule
-from graphlint.runtime_sanitizer import analysis
+from graphlint.runtime_sanitizer import analysis, update_cost
 from graphlint.runtime_sanitizer.capture import _extent, load_state, pool_segments, save_state
 from graphlint.runtime_sanitizer.introspection import _driver, _ok, kernel_params_with_arguments
 from graphlint.runtime_sanitizer.replay_guard import publish, sanitizer_internal, user_site
@@ -121,13 +121,17 @@ class ParameterizedLauncher:
         optimizer: Any = None,
         warmup: int = 2,
         updates: str = "auto",
+        copy_when_cheaper: bool = True,
     ) -> None:
         """``updates``: "host" writes each patched node with one driver call; "device" re-points
         them with one updater kernel launched before each replay (`device_update`: needs the
         CUDA toolkit's nvcc and libcudadevrt at run time); "auto" (the default) takes device-side
         updates from `DEVICE_THRESHOLD` patched nodes on, where one launch is cheaper than the
         driver calls, and host-side updates below it or when the updater is not available or
-        fails the self-check (`update_note` says which and why)."""
+        fails the self-check (`update_note` says which and why). ``copy_when_cheaper``: copy an
+        input in (or clone an output out) when that costs less than re-pointing every kernel
+        that uses it (`update_cost`: a small tensor many kernels read); `copied` says which and
+        why. False re-points everything that can be."""
         import torch
 
         from graphlint.runtime_sanitizer.capture import module_tensors, optimizer_tensors
@@ -140,6 +144,7 @@ class ParameterizedLauncher:
         if updates not in ("host", "device", "auto"):
             raise ValueError(f"updates must be 'host', 'device' or 'auto', not {updates!r}")
         self._updates = updates
+        self._copy_when_cheaper = copy_when_cheaper
         self._device_threshold = DEVICE_THRESHOLD
         self._last: tuple[int, ...] | None = None  # the addresses the host-updated nodes hold now
         self._torch = torch
@@ -170,7 +175,8 @@ class ParameterizedLauncher:
         self._ordering = capture_attributed(fn, owned, first.snapshot, fixed, warmup)
         self.inputs = first.inputs
         self.outputs = first.outputs
-        self._meta = [(t.shape, t.stride(), t.dtype, t.device) for t in self.inputs]
+        self._meta = [(t.shape, t.stride(), t.dtype, t.get_device()) for t in self.inputs]
+        self._extents = [max(_extent(t), 1) for t in self.inputs]
         self._out_meta = [(t.shape, t.stride(), t.dtype, t.device) for t in self.outputs]
         self.fallback_reason: str | None = None
         self._warned: set[str] = set()
@@ -332,11 +338,24 @@ class ParameterizedLauncher:
         found = analysis.pins(words, capture.snapshot, len(capture.outputs), views, ordering=self._ordering)
         # "input 0" / "output 1" -> why it is copied, not re-pointed
         self.pinned: dict[str, str] = {f"{role} {index}": pin.reason for (role, index), pin in found.items()}
-        self._pinned_inputs = {index for role, index in found if role == analysis.INPUT}
-        self._pinned_outputs = {index for role, index in found if role == analysis.OUTPUT}
         for pin in found.values():
             if pin.fixed_address:
                 self._report(FIXED_ADDRESS_REPOINTED, pin.reason)
+        copied = self._cheaper_copies(words, capture, set(found)) if self._copy_when_cheaper else {}
+        # "input 0" -> why copying it is cheaper than re-pointing it (not a pin: nothing forbids it)
+        self.copied: dict[str, str] = {f"{role} {index}": why for (role, index), why in copied.items()}
+        kept = set(found) | set(copied)
+        self._pinned_inputs = {index for role, index in kept if role == analysis.INPUT}
+        self._pinned_outputs = {index for role, index in kept if role == analysis.OUTPUT}
+
+    def _cheaper_copies(self, words: list[analysis.Word], capture, pinned: set) -> dict[tuple[str, int], str]:
+        """Inputs and outputs (not pinned already) that one copy brings in more cheaply than
+        re-pointing every node that uses them (`update_cost`)."""
+        keys = [((w.role, analysis.tensor_index(w)), w.node) for w in words]
+        nodes = update_cost.nodes_per_tensor((key, node) for key, node in keys if key not in pinned)
+        tensors = {analysis.INPUT: capture.inputs, analysis.OUTPUT: capture.outputs}
+        sizes = {key: tensors[key[0]][key[1]].numel() * tensors[key[0]][key[1]].element_size() for key in nodes}
+        return update_cost.cheaper_to_copy(nodes, sizes)
 
     def _is_pinned(self, word: analysis.Word) -> bool:
         pinned = self._pinned_inputs if word.role == analysis.INPUT else self._pinned_outputs
@@ -395,22 +414,27 @@ class ParameterizedLauncher:
             return self.fallback_reason, None
         if len(inputs) != len(self.inputs):
             return f"expected {len(self.inputs)} inputs, got {len(inputs)}", None
+        tensor_type, pinned, written = self._torch.Tensor, self._pinned_inputs, self._written
         for index, (tensor, (shape, stride, dtype, device)) in enumerate(zip(inputs, self._meta, strict=True)):
-            if not isinstance(tensor, self._torch.Tensor):
+            if not isinstance(tensor, tensor_type):
                 return f"input {index} is not a tensor", None
-            if tensor.shape != shape or tensor.stride() != stride or tensor.dtype != dtype or tensor.device != device:
-                return f"input {index} has another shape, stride, dtype or device than at capture", None
-            if index in self._pinned_inputs:
+            # get_device() is an int; comparing torch.device objects costs a microsecond an input
+            if tensor.shape != shape or tensor.stride() != stride or tensor.dtype != dtype:
+                return f"input {index} has another shape, stride or dtype than at capture", None
+            if tensor.get_device() != device:
+                return f"input {index} is on another device than at capture", None
+            if index in pinned:
                 continue
-            if _inside(self._written, tensor.data_ptr(), tensor.data_ptr() + max(_extent(tensor), 1)):
+            address = tensor.data_ptr()
+            if _inside(written, address, address + self._extents[index]):  # same shape: same extent
                 return (
                     f"input {index} lies in memory the graph itself writes (its private pool, or a parameter it "
                     "updates): re-pointing a kernel there would read values that change during the replay (GL507)",
                     FIXED_ADDRESS_REPOINTED,
                 )
-            if analysis.alignment_of(tensor.data_ptr()) < self._required[index]:
+            if address & (self._required[index] - 1):  # required alignments are powers of two
                 return (
-                    f"input {index} is {analysis.alignment_of(tensor.data_ptr())}-byte aligned; its kernels need "
+                    f"input {index} is {analysis.alignment_of(address)}-byte aligned; its kernels need "
                     f"{self._required[index]} (GL502)",
                     ALIGNMENT_HAZARD,
                 )

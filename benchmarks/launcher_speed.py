@@ -85,7 +85,7 @@ def cases():
     for width, depth in ((256, 2), (256, 8), (1024, 4), (1024, 16)):
         for batch in (1, 64):
             yield f"MLP {width}x{depth}", mlp(width, depth), (batch, width)
-    for size in (1 << 12, 1 << 24):  # 16 KB (cheaper to copy in) and 64 MB (cheaper to re-point)
+    for size in (1 << 12, 1 << 24, 1 << 26):  # 16 KB (cheaper to copy in), 64 and 256 MB (to re-point)
         for reads in (31, 79):  # the input read by `reads` kernels, the output written by one more
             yield f"fan-out, {reads} reads", FanOut(reads), (size,)
     block = Block().cuda().eval()
@@ -163,9 +163,12 @@ def _driver_version() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json")
+    parser.add_argument("--only", help="run only the cases whose label contains this text")
     args = parser.parse_args()
     rows = []
     for label, model, shape in cases():
+        if args.only and args.only not in label:
+            continue
         row = run_case(label, model, shape)
         rows.append(row)
         print(json.dumps(row), flush=True)

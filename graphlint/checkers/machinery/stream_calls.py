@@ -165,7 +165,8 @@ class StreamCalls:
     def note_return(self, value: ast.expr) -> None:
         """A returned value; a tuple's elements are bound by position and not followed."""
         self.returns.append(value)
-        if isinstance(value, ast.Name) and value.id in self.pending_host and value.id not in self.params:
+        pending = self.pending_host.get(value.id) if isinstance(value, ast.Name) else None
+        if pending is not None and pending[0] is not self.w.node:  # a copy made here, not a parameter's
             self.returns_pending = True
         if isinstance(value, ast.Call) and is_host_copy(value):
             self.returns_pending = True

@@ -876,6 +876,7 @@ def _only_recorded(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 _CURRENT_STREAM_SYNCS = frozenset(
     {
         "torch.distributed.barrier",  # NCCL's barrier blocks the host on the current stream
+        "deepspeed.comm.barrier",  # the same through DeepSpeed's torch.distributed wrapper
         "torch.testing.assert_close",  # compares on the host: waits for the current stream
         "torch.allclose",
         "torch.equal",

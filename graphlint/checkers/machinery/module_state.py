@@ -11,7 +11,7 @@ from typing import Protocol
 
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.detectors import Hooks
-from graphlint.checkers.machinery.model import ModuleSummary
+from graphlint.checkers.machinery.model import FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.names import ImportMap, canonical
 
 _BUILTINS = frozenset(dir(builtins))
@@ -43,6 +43,8 @@ class Binder(Protocol):
     node: ast.AST
     is_module: bool
     globals: set[str]
+    locals: set[str]
+    summary: FunctionSummary
     regions: tuple[int, ...]
 
     @property
@@ -61,6 +63,8 @@ class Binder(Protocol):
     def emit(self, event: object) -> None: ...
 
     def forget_kinds(self) -> None: ...
+
+    def is_local_name(self, name: str) -> bool: ...
 
     def is_stream_context(self, call: ast.Call) -> bool: ...
 
@@ -91,6 +95,7 @@ class ModuleState:
         self.calls_by_span: dict[tuple[int, int, int, int], ast.Call] = {}  # optimizer constructors
         self.side_stream_attributes: dict[str, dict[str, str]] = {}  # class -> attr -> stream (stream flow)
         self.current_stream_attributes: dict[str, frozenset[str]] = {}  # class -> attrs set from current_stream()
+        self.stream_effects: dict[str, object] = {}  # memoised function summaries (stream_effects)
 
     # -- positions ---------------------------------------------------------------------
     def column(self, line: int, byte_offset: int) -> int:

@@ -8,6 +8,7 @@ rebinding, a `del` or the end of the function really frees (`tensor_state` says 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery import tensor_values as V
@@ -27,6 +28,7 @@ class StreamBindings:
     current: list[str]
     plain: set[str]
     params: set[str]
+    callee: Callable[[ast.Call], Binder | None]  # stream_calls: the same-file function a call runs
 
     def tick(self) -> int:  # pragma: no cover - the flow's
         raise NotImplementedError
@@ -135,8 +137,9 @@ class StreamBindings:
         return walker
 
     def _returns_host(self, call: ast.Call) -> bool:
-        """`self._gather(...)`, a method of this class whose every return is host memory."""
-        walker = self._method(call)
+        """`self._gather(...)`, `stage_pinned(ids)`: a method of this class or a function of this
+        file whose every return is host memory (a pinned staging buffer)."""
+        walker = self._method(call) or self.callee(call)
         values = [stmt.value for stmt in _returns(walker.node.body)] if walker is not None else []  # type: ignore[attr-defined]
         kinds = [walker.ty(value) for value in values if value is not None] if walker is not None else []
         return bool(values) and len(kinds) == len(values) and all(k is not None and k.kind == T.HOST for k in kinds)

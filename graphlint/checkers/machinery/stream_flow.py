@@ -24,7 +24,9 @@ from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.names import evaluation_order, source_text
 from graphlint.checkers.machinery.stream_bindings import StreamBindings
+from graphlint.checkers.machinery.stream_calls import StreamCalls, is_host_copy
 from graphlint.checkers.machinery.stream_identity import MAIN, UNKNOWN, StreamNames
+from graphlint.checkers.machinery.stream_releases import Deferred, DeferredReleases
 from graphlint.checkers.machinery.tensor_state import Storage, TensorState, Use, closure
 
 if TYPE_CHECKING:
@@ -84,11 +86,13 @@ def show_stream(stream: str) -> str:
 _IN_PLACE_SUFFIX = "_"
 
 
-class StreamFlow(StreamBindings, FlowState):
-    """The stream flow over one function (a flow-skeleton state)."""
+class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
+    """The stream flow over one function (a flow-skeleton state); ``quiet``: summarising the
+    function for its callers (`stream_calls`), facts and no findings."""
 
-    def __init__(self, walker: Binder) -> None:
+    def __init__(self, walker: Binder, quiet: bool = False) -> None:
         self.w = walker
+        self.quiet = quiet
         self.position = 0
         self.current = [MAIN]
         self.pushed: list[int] = []  # streams entered per open `with`
@@ -108,6 +112,9 @@ class StreamFlow(StreamBindings, FlowState):
         self.params = set(walker.summary.params) | {"self", "cls"}
         self.names = StreamNames(walker)
         self.waited_events = _waited_events(walker.body)
+        self.host_floor: dict[str, int] = {}  # host buffer -> syncs up to here ran on another path only
+        self.init_releases()
+        self.init_calls()
 
     # -- ordering model --------------------------------------------------------------------
     def tick(self) -> int:
@@ -144,6 +151,10 @@ class StreamFlow(StreamBindings, FlowState):
     def emit(self, event: object) -> None:
         if self.dead:
             return
+        if self.quiet:  # summarising: a parameter read on the host before a sync is an effect
+            if isinstance(event, UnsyncedHostRead) and event.copy is self.w.node:
+                self.host_reads.add(event.name)
+            return
         node = event.node  # type: ignore[attr-defined]
         key = (event.kind, node.lineno, node.col_offset)  # type: ignore[attr-defined]
         if key not in self.reported:
@@ -162,11 +173,12 @@ class StreamFlow(StreamBindings, FlowState):
 
     def scope_end(self) -> None:
         """The function returns: its locals are released, unless held elsewhere."""
-        if self.w.is_module:
-            return  # module globals live on
         end = self.tick()
-        for storage in sorted(self.tensors.freed_at_scope_end(), key=lambda storage: storage.name):
-            self.check_free(storage, storage.name, None, end)
+        if not self.w.is_module:  # module globals live on
+            for storage in sorted(self.tensors.freed_at_scope_end(), key=lambda storage: storage.name):
+                self.check_free(storage, storage.name, None, end)
+        self.settle(None, end)
+        self.note_exit(end)
 
     def before(self, stmt: ast.stmt) -> None:
         self.statement = stmt
@@ -178,6 +190,7 @@ class StreamFlow(StreamBindings, FlowState):
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             stream = self._stream_context(expr)
             if stream is not None:
+                self.enter_stream(stream)
                 self.current.append(stream)
                 self.pushed.append(id(stmt))
 
@@ -198,7 +211,18 @@ class StreamFlow(StreamBindings, FlowState):
         self.names.bind_element(stmt.target, stmt.iter)
 
     # -- alternatives: each starts from the state before them; after, what either left --------
-    _FORKED = ("tensors", "plain", "dead", "off_device", "waits", "host_syncs", "events", "recorded", "pending_host")
+    _FORKED = (
+        "tensors",
+        "plain",
+        "dead",
+        "off_device",
+        "waits",
+        "host_syncs",
+        "events",
+        "recorded",
+        "pending_host",
+        "host_floor",
+    )
 
     def _snapshot(self) -> dict:
         return {
@@ -207,13 +231,14 @@ class StreamFlow(StreamBindings, FlowState):
             for value in (getattr(self, name),)
         }
 
-    def fork(self, stmt: ast.stmt) -> tuple[dict, list[dict], tuple, list[tuple]]:
+    def fork(self, stmt: ast.stmt) -> tuple[dict, list[dict], tuple, list[tuple], set[int]]:
         if isinstance(stmt, _TRIES):
             self.dead = False  # a handler runs after a raise anywhere in the body, even before its return
-        return self._snapshot(), [], self.names.snapshot(), []
+        return self._snapshot(), [], self.names.snapshot(), [], self.deferred_before()
 
-    def branch(self, stmt: ast.stmt, index: int, start: tuple[dict, list[dict], tuple, list[tuple]]) -> None:
+    def branch(self, stmt: ast.stmt, index: int, start: tuple[dict, list[dict], tuple, list[tuple], set[int]]) -> None:
         if index:  # each alternative starts from what held before them, not from its sibling
+            self.close_branch(start[4])
             start[1].append({name: getattr(self, name) for name in self._FORKED})
             for name, value in start[0].items():
                 setattr(self, name, value.copy() if hasattr(value, "copy") else value)
@@ -225,8 +250,11 @@ class StreamFlow(StreamBindings, FlowState):
                 self.tensors.pop(narrowed, None)  # `if x is None:` x holds no tensor on this path
             if self.w.non_cuda_branch(stmt.test, index):
                 self.off_device = True  # `if x.device.type == "cpu":` runs no CUDA work
+            if _cuda_guard(self.w, stmt.test) == (index == 1):
+                self.pending_host = {}  # the branch where CUDA is not in use: no copy is in flight
 
-    def join(self, stmt: ast.stmt, start: tuple[dict, list[dict], tuple, list[tuple]]) -> None:
+    def join(self, stmt: ast.stmt, start: tuple[dict, list[dict], tuple, list[tuple], set[int]]) -> None:
+        self.close_branch(start[4])
         self.names.merge(start[3])
         ends = [*start[1], {name: getattr(self, name) for name in self._FORKED}]
         live = [end for end in ends if not end["dead"]] or ends[-1:]
@@ -237,12 +265,21 @@ class StreamFlow(StreamBindings, FlowState):
         self.host_syncs = _union_lists(end["host_syncs"] for end in live)
         self.recorded = set().union(*(end["recorded"] for end in live))
         self.off_device = start[0]["off_device"]
-        self.events, self.pending_host = {}, {}
+        self.events, self.pending_host, self.host_floor = {}, {}, {}
         for end in live:
             self.events.update(end["events"])
             self.pending_host.update(end["pending_host"])
+            self.host_floor.update(end["host_floor"])
+        now = self.tick()
+        for name, (_, copied_at, stream) in self.pending_host.items():
+            if any(name in end["pending_host"] and not _synced_in(end, name, stream, copied_at) for end in live):
+                self.host_floor[name] = now  # a path reaches here unsynchronised: other paths' syncs do not count
+
+    def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        self.loop_entered()
 
     def exit_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        self.loop_left()
         self.dead = False  # the loop may run no pass at all
 
     def simple(self, stmt: ast.stmt) -> None:
@@ -266,6 +303,8 @@ class StreamFlow(StreamBindings, FlowState):
             if stmt.value is not None:
                 self.expr(stmt.value, stored=True)
                 self.escape(stmt.value)
+                if self.quiet:
+                    self.note_return(stmt.value)
             self.scope_end()
             self.dead = True
         elif isinstance(stmt, ast.Expr):
@@ -305,7 +344,7 @@ class StreamFlow(StreamBindings, FlowState):
                 # the current stream uses it, so the allocator must be told (record_stream).
                 self.handed.append((name, side, stmt))
             else:
-                made = self.made_by(value, name, now)
+                made = self.returned_binding(value, name) or self.made_by(value, name, now)
             self.rebind(name, made, stmt, now)
             self.rebound(name, value)
             return
@@ -365,27 +404,31 @@ class StreamFlow(StreamBindings, FlowState):
         side-stream use of it still unordered with its allocation stream?"""
         if storage.alloc_stream == UNKNOWN:
             return  # allocated on a stream this cannot name: nothing to compare the uses with
-        for use in reversed(storage.uses):
-            if use.stream in (storage.alloc_stream, UNKNOWN):
-                continue
-            if any((held, use.stream) in self.recorded for held in storage.names):
-                continue
-            if self.ordered(use.stream, use.position, storage.alloc_stream, now):
-                continue
-            if stmt is None:
-                name = use.node.id if isinstance(use.node, ast.Name) else storage.name
-            event = ReleasedInUse(
-                use.node if stmt is None else stmt,
-                name,
-                use.node,
-                use.statement,
-                use.stream,
-                storage.alloc_stream,
-                stmt is None,
-                self.w.display,
-            )
-            self.emit(event)
-            return
+        uses = [
+            use
+            for use in storage.uses
+            if use.stream not in (storage.alloc_stream, UNKNOWN)
+            and not any((held, use.stream) in self.recorded for held in storage.names)
+            and not self.ordered(use.stream, use.position, storage.alloc_stream, now)
+        ]
+        if uses:  # the block is reused by the next allocation on its stream: judged then
+            self.defer(storage, name, stmt, uses)
+
+    def report_release(self, release: Deferred, use: Use) -> None:
+        name = release.name
+        if release.node is None:
+            name = use.node.id if isinstance(use.node, ast.Name) else release.storage.name
+        event = ReleasedInUse(
+            use.node if release.node is None else release.node,
+            name,
+            use.node,
+            use.statement,
+            use.stream,
+            release.storage.alloc_stream,
+            release.node is None,
+            self.w.display,
+        )
+        self.emit(event)
 
     # -- uses ----------------------------------------------------------------------------
     def use_target(self, target: ast.AST, write: bool) -> None:
@@ -405,7 +448,7 @@ class StreamFlow(StreamBindings, FlowState):
         stream = self.current[-1]
         if name in self.pending_host and host_read:
             copy, copied_at, copy_stream = self.pending_host.pop(name)
-            if not self._host_synced(copy_stream, copied_at, now):
+            if not self._host_synced(copy_stream, copied_at, now, self.host_floor.get(name, 0)):
                 self.emit(UnsyncedHostRead(node, name, copy))
         binding = self.tensors.get(name)
         if binding is None:
@@ -428,23 +471,34 @@ class StreamFlow(StreamBindings, FlowState):
         if write:
             binding.produced = (stream, now)
 
-    def _host_synced(self, stream: str, cutoff: int, now: int) -> bool:
-        """Has the host waited for ``stream``'s work up to ``cutoff`` (a sync, a blocking copy)?"""
+    def _host_synced(self, stream: str, cutoff: int, now: int, floor: int = 0) -> bool:
+        """Has the host waited for ``stream``'s work up to ``cutoff`` (a sync, a blocking copy)?
+        Syncs before ``floor`` ran on another path than one that reaches here."""
         return any(
-            at <= now and (synced is None or synced == stream) and synced_cutoff >= cutoff
+            floor < at <= now and (synced is None or synced == stream) and synced_cutoff >= cutoff
             for synced, synced_cutoff, at in self.host_syncs
         )
 
     def expr(self, expr: ast.AST, stored: bool = False) -> None:
         """Evaluate ``expr``; ``stored``: its value is bound, returned or yielded as it is."""
         parents = {child: parent for parent in ast.walk(expr) for child in ast.iter_child_nodes(parent)}
+        passed = self.passed_to_callees(expr)
         for node in evaluation_order(expr):
             if isinstance(node, ast.Call):
                 self.call(node)
+            elif isinstance(node, ast.BinOp):
+                self.work(self.tick())  # `x * 2` allocates its result on the current stream
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 if self._kept(node, parents, stored) or _metadata_only(node, parents):
                     continue  # `pair = (x, y)`, `Chunk(x)`, `x is None`, `x.shape`: no kernel touches it
-                self.use(node.id, node, host_read=self._is_host_read(node, parents))
+                host_read = passed[id(node)] if id(node) in passed else self._is_host_read(node, parents)
+                self.use(node.id, node, host_read=host_read)
+
+    def work(self, now: int) -> None:
+        """Work queued on the current stream: it may allocate, reusing a block freed there."""
+        stream = self.current[-1]
+        self.settle(stream, now)
+        self.last_work[stream] = now
 
     def _kept(self, node: ast.AST, parents: dict[ast.AST, ast.AST], stored: bool) -> bool:
         """Is this name only stored (in a display, a constructor, a container, a binding)?"""
@@ -522,10 +576,16 @@ class StreamFlow(StreamBindings, FlowState):
         func = call.func
         name = self.w.resolve(func)
         now = self.tick()
+        if not _queues_no_work(func, name):
+            self.work(now)
         if name in _DEVICE_SYNCS:
             self.host_syncs.append((None, now, now))
             self.pending_host.clear()
             return
+        if name in _CURRENT_STREAM_SYNCS:  # a barrier, a comparison read on the host
+            self.host_syncs.append((self.current[-1], now, now))
+            return
+        self.callee_effects(call, now)
         if name is not None and name.split(".")[-1] in _COLLECTIVES_WRITING_FIRST_ARG and call.args:
             # dist.all_reduce(t), dist.all_gather_into_tensor(out, x): the collective writes its
             # first tensor on the current stream.
@@ -547,10 +607,12 @@ class StreamFlow(StreamBindings, FlowState):
         if method in _STORING_METHODS or method in _KEEPING_METHODS:
             for arg in [*call.args, *(kw.value for kw in call.keywords)]:
                 self.escape(arg)  # queued or stored: it outlives this function
-        if method in ("wait_stream", "wait_event", "record", "wait", "synchronize"):
+        if method in ("wait_stream", "wait_event", "record", "record_event", "wait", "synchronize"):
             self._ordering_call(call, method, receiver, now)
-        elif method == "record_stream" and call.args and isinstance(receiver, ast.Name):
-            self.recorded.add((receiver.id, self.stream_of(call.args[0])))
+        elif method == "record_stream" and call.args:
+            root = V.view_root(receiver, self.w.resolve)  # a view records its base's storage
+            if isinstance(root, ast.Name):
+                self.recorded.add((root.id, self.stream_of(call.args[0])))
         elif method == "copy_" and T.is_true(T.keyword(call, "non_blocking")) and isinstance(receiver, ast.Name):
             receiver_ty = self.w.ty(receiver)
             if receiver_ty is not None and receiver_ty.kind == T.HOST:
@@ -566,6 +628,8 @@ class StreamFlow(StreamBindings, FlowState):
             event = self.events.get(source_text(call.args[0]))
             if event is not None:
                 self.waits.append((self.stream_of(receiver), event[0], event[1], now))
+        elif method == "record_event" and call.args:  # `s.record_event(e)`: e marks s's work so far
+            self.events[source_text(call.args[0])] = (self.stream_of(receiver), now)
         elif method == "record" and self._is_event(receiver):
             stream = self.stream_of(call.args[0]) if call.args else self.current[-1]
             self.events[source_text(receiver)] = (stream, now)
@@ -600,17 +664,20 @@ class StreamFlow(StreamBindings, FlowState):
 
     def _note_host_copy(self, name: str, value: ast.AST) -> None:
         """`y = x.to("cpu", non_blocking=True)`: y is filled later; `e = s.record_event()`."""
-        if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        if not isinstance(value, ast.Call):
             return
-        method = value.func.attr
+        method = value.func.attr if isinstance(value.func, ast.Attribute) else ""
         if method == "record_event":
             self.events[name] = (self.stream_of(value.func.value), self.position)
             return
-        if not T.is_true(T.keyword(value, "non_blocking")):
-            return
-        if method == "cpu" or (method == "to" and T.call_targets_host(value)):
+        if is_host_copy(value) or self._returns_pending(value):
             self.pending_host[name] = (value, self.position, self.current[-1])
             self.tensors.pop(name, None)
+
+    def _returns_pending(self, value: ast.Call) -> bool:
+        """`host = fetch(x)`: this file's `fetch` returns a non-blocking host copy."""
+        callee = self.callee(value)
+        return callee is not None and self.effects(callee).returns_pending
 
 
 _NOT_READING_ATTRS = frozenset(
@@ -711,9 +778,10 @@ def analyze(state: ModuleState, source: str) -> None:
     """Run the stream flow over every function that switches streams or copies asynchronously."""
     if "stream" not in source and "non_blocking" not in source:
         return
+    using = {walker.qualname.rsplit(".", 1)[-1] for walker in state.walkers if _uses_streams(walker.body)}
     for walker in state.walkers:
         body = walker.body
-        if not body or not _uses_streams(body):
+        if not body or not (_uses_streams(body) or _calls_any(body, using)):
             continue
         walker.forget_kinds()
         flow = StreamFlow(walker)
@@ -732,6 +800,18 @@ def _waited_events(body: list[ast.stmt]) -> frozenset[str]:
         and node.func.attr == "wait_event"
         and node.args
     )
+
+
+def _calls_any(body: list[ast.stmt], names: set[str]) -> bool:
+    """Does ``body`` call a function of the file that uses streams (its effects reach here)?"""
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                if name in names:
+                    return True
+    return False
 
 
 def _uses_streams(body: list[ast.stmt]) -> bool:
@@ -771,8 +851,84 @@ def _none_in_branch(test: ast.expr, index: int) -> str | None:
 
 
 def _metadata_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    """`x is None`, `x.shape`, `x.device`: the tensor object is looked at, its data is not."""
+    """`x is None`, `x.shape`, `x.device`, `isinstance(x, ...)`, `len(x)`: the tensor object
+    is looked at, its data is not; `x.record_stream(s)` (on a view too) is bookkeeping."""
     parent = parents.get(node)
     if isinstance(parent, ast.Compare):
         return all(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops)
-    return isinstance(parent, ast.Attribute) and parent.attr in T.PY_ATTRS
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and node is not parent.func:
+        return parent.func.id in _NOT_READING_BUILTINS
+    return (isinstance(parent, ast.Attribute) and parent.attr in T.PY_ATTRS) or _only_recorded(node, parents)
+
+
+def _only_recorded(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """`x.record_stream(s)`, `x.view(-1).record_stream(s)`, `x[0].record_stream(s)`."""
+    parent = parents.get(node)
+    while isinstance(parent, (ast.Attribute, ast.Subscript, ast.Call)):
+        if isinstance(parent, ast.Attribute) and parent.attr == "record_stream":
+            return True
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            return False
+        node, parent = parent, parents.get(parent)
+    return False
+
+
+_CURRENT_STREAM_SYNCS = frozenset(
+    {
+        "torch.distributed.barrier",  # NCCL's barrier blocks the host on the current stream
+        "deepspeed.comm.barrier",  # the same through DeepSpeed's torch.distributed wrapper
+        "torch.testing.assert_close",  # compares on the host: waits for the current stream
+        "torch.allclose",
+        "torch.equal",
+    }
+)
+# Stream and event bookkeeping: calls that queue no kernel and allocate no device memory.
+_NO_WORK = frozenset(
+    {
+        "stream",
+        "current_stream",
+        "default_stream",
+        "Stream",
+        "StreamContext",
+        "Event",
+        "record_stream",
+        "record_event",
+        "record",
+        "wait_stream",
+        "wait_event",
+        "wait",
+        "synchronize",
+        "query",
+        "get_accelerator",
+        "current_device",
+        "device",
+    }
+)
+
+
+def _queues_no_work(func: ast.expr, name: str | None) -> bool:
+    """Calls that cannot allocate device memory: stream/event bookkeeping and builtins."""
+    tail = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return tail in _NO_WORK or (name is not None and "." not in name)
+
+
+_CUDA_GUARDS = frozenset({"torch.cuda.is_initialized", "torch.cuda.is_available"})
+
+
+def _cuda_guard(w: Binder, test: ast.expr) -> bool | None:
+    """True for `if torch.cuda.is_initialized():`, False for its negation, None otherwise."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if negated:
+        test = test.operand  # type: ignore[attr-defined]
+    if isinstance(test, ast.Call) and not test.args and w.resolve(test.func) in _CUDA_GUARDS:
+        return not negated
+    return None
+
+
+def _synced_in(end: dict, name: str, stream: str, cutoff: int) -> bool:
+    """Did the path that ended in ``end`` synchronise the host with the copy into ``name``?"""
+    floor = end["host_floor"].get(name, 0)
+    return any(
+        floor < at and (synced is None or synced == stream) and synced_cutoff >= cutoff
+        for synced, synced_cutoff, at in end["host_syncs"]
+    )

@@ -19,6 +19,7 @@ A stream this cannot pin down is `UNKNOWN`, and the stream flow never reports on
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery import value_kinds as T
@@ -111,12 +112,23 @@ def _note_self_stream_assignments(
 
 
 def _names_current_call(walker: Binder, node: ast.AST) -> str | None:
-    """`torch.cuda.current_stream()` / `default_stream()` in any spelling: which of the two."""
+    """`torch.cuda.current_stream()` / `default_stream()` in any spelling: which of the two.
+
+    A framework's own getter named for it (`get_current_device_stream_fast()` in SGLang,
+    `current_stream()` from vLLM's utils: wrappers of `torch.get_device_module().current_stream()`
+    defined in another file, so its body is out of reach here) is the current stream too."""
     if isinstance(node, ast.Call):
         name = walker.resolve(node.func)
         if name in (CURRENT_STREAM, DEFAULT_STREAM):
             return name
+        func = node.func
+        tail = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if not (name or "").startswith("torch.") and _CURRENT_GETTER.fullmatch(tail.lstrip("_")):
+            return CURRENT_STREAM
     return None
+
+
+_CURRENT_GETTER = re.compile(r"(get_)?current(_[a-z]+)*_stream(_fast|_cached)?")
 
 
 class StreamNames:

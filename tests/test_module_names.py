@@ -90,3 +90,38 @@ def test_absolute_and_relative_imports_across_namespace_folders_resolve(write_tr
         "pkg.srt.layers.linear.apply": ("resolved", ["pkg.srt.layers.linear.apply"]),
         "pkg.srt.layers.norm.rms": ("resolved", ["pkg.srt.layers.norm.rms"]),
     }
+
+
+BENCH = """\
+import torch
+import helpers
+
+
+def run(x):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        helpers.f(x)
+"""
+
+
+def _bench_targets(root) -> list:
+    result = run_cli("captures", "--no-cache", "--format", "json", "pkg", cwd=root)
+    assert result.returncode == 0, result.stderr
+    (region,) = json.loads(result.stdout)["regions"]
+    return [(c["status"], c["targets"]) for c in region["callables"]]
+
+
+def test_a_script_in_a_namespace_folder_imports_its_sibling_by_bare_name(write_tree) -> None:
+    files = {"pkg/__init__.py": "", "pkg/tools/helpers.py": "def f(x):\n    return x\n", "pkg/tools/bench.py": BENCH}
+    assert _bench_targets(write_tree(files)) == [("resolved", ["pkg.tools.helpers.f"])]
+
+
+def test_a_bare_name_imported_from_another_folder_too_stays_unresolved(write_tree) -> None:
+    # `import helpers` in pkg/other may mean another `helpers` entirely: never guessed.
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/tools/helpers.py": "def f(x):\n    return x\n",
+        "pkg/tools/bench.py": BENCH,
+        "pkg/other/user.py": "import helpers\n",
+    }
+    assert _bench_targets(write_tree(files)) == [("outside", [])]

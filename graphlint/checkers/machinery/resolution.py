@@ -22,6 +22,7 @@ from graphlint.checkers.machinery.call_targets import (
     SuperCall,
 )
 from graphlint.checkers.machinery.model import CallRef, ClassSummary, FunctionSummary, ModuleSummary
+from graphlint.checkers.machinery.script_imports import script_aliases
 
 _MAX_ALIAS_HOPS = 8
 
@@ -48,6 +49,9 @@ class Resolver:
             self.classes.update(summary.classes)
             for local, dotted in summary.aliases.items():
                 self.aliases[f"{summary.module}.{local}"] = dotted
+        imported = ((s.module, dotted.partition(".")[0]) for s in summaries.values() for dotted in s.aliases.values())
+        for bare, full in script_aliases(self.modules, imported).items():
+            self.aliases.setdefault(bare, full)  # `import helpers` beside helpers.py in a namespace folder
         self._resolved: dict[CallTarget, list[str]] = {}
         self._wrappers = self._find_wrappers()
 

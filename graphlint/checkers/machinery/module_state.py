@@ -44,6 +44,7 @@ class Binder(Protocol):
     is_module: bool
     globals: set[str]
     regions: tuple[int, ...]
+    graph_context_names: set[str]  # locals bound to a graph capture context (capture_values)
 
     @property
     def body(self) -> list[ast.stmt]: ...
@@ -91,6 +92,7 @@ class ModuleState:
         self.calls_by_span: dict[tuple[int, int, int, int], ast.Call] = {}  # optimizer constructors
         self.side_stream_attributes: dict[str, dict[str, str]] = {}  # class -> attr -> stream (stream flow)
         self.current_stream_attributes: dict[str, frozenset[str]] = {}  # class -> attrs set from current_stream()
+        self.graph_context_attrs: set[tuple[str, str]] = set()  # (class, attr) bound to a graph context
 
     # -- positions ---------------------------------------------------------------------
     def column(self, line: int, byte_offset: int) -> int:

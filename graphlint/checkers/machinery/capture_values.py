@@ -47,11 +47,10 @@ def is_graph_context(walker: Binder, node: ast.expr) -> bool:
 def note_assignment(walker: Binder, target: ast.expr, value: ast.expr) -> None:
     """`graph_ctx = torch.cuda.graph` or `self.ctx = partial(torch.cuda.graph, pool=p)`: remember
     the name, so a later `with graph_ctx(g):` is a capture region."""
-    if not is_graph_context(walker, value):
-        return
     if isinstance(target, ast.Name):
-        walker.graph_context_names.add(target.id)
-    elif is_self_attr(target) and walker.class_qualname is not None:
+        if is_graph_context(walker, value):
+            walker.graph_context_names.add(target.id)
+    elif is_self_attr(target) and walker.class_qualname is not None and is_graph_context(walker, value):
         walker.st.graph_context_attrs.add((walker.class_qualname, target.attr))
 
 

@@ -87,8 +87,13 @@ def corpus_trees(names: str) -> list[Path]:
     packages = [p for p in corpus.load_manifest() if p.name in wanted or "all" in wanted]
     if not packages:
         raise SystemExit(f"--corpus: no package named {names!r} in the corpus manifest")
-    roots = [(corpus.unpack(p, corpus.fetch(p, cache), cache), p) for p in packages]
-    return [root / path for root, package in roots for path in package.paths]
+    trees = []
+    for package in packages:
+        root = cache / "src" / f"{package.key}-{package.sha256[:12]}"
+        if not (root / ".unpacked").is_file():  # download only what is not unpacked yet
+            root = corpus.unpack(package, corpus.fetch(package, cache), cache)
+        trees += [root / path for path in package.paths]
+    return trees
 
 
 def graphlint(trees: list[Path], cache: Path, jobs: int, output: Path) -> float:

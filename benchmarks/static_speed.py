@@ -8,6 +8,12 @@ side by side mean anything):
 Prints a table and writes JSON (--json FILE).
 
     python benchmarks/static_speed.py [--wheel PATH] [--subset torch/distributed] [--json out.json]
+    python benchmarks/static_speed.py --corpus sglang,vllm   # real-code corpus sources instead
+
+--corpus times the sources of benchmarks/corpus.py's packages (its cache; run it once to
+download them) the same way: real frameworks, whose captures and cross-file reach cost
+more than the torch tree's. The graphlint timed is the one `python -m graphlint` imports
+from the current directory and PYTHONPATH: run from outside a checkout to time another.
 """
 
 from __future__ import annotations
@@ -67,13 +73,36 @@ def ast_floor(files: list[str]) -> None:
                 ast.parse(data)
 
 
-def graphlint(tree: Path, cache: Path, jobs: int, output: Path) -> float:
+def torch_tree(wheel: str, workdir: str, subset: str) -> Path:
+    return unpack(wheel, Path(workdir)).parent / subset
+
+
+def corpus_trees(names: str) -> list[Path]:
+    """The checked folders of the named corpus packages (benchmarks/corpus/manifest.toml)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import corpus  # the manifest and the unpacked sources of the corpus check
+
+    cache = Path(os.environ.get("GRAPHLINT_CORPUS_CACHE") or Path.home() / ".cache" / "graphlint-corpus")
+    wanted = set(names.split(","))
+    packages = [p for p in corpus.load_manifest() if p.name in wanted or "all" in wanted]
+    if not packages:
+        raise SystemExit(f"--corpus: no package named {names!r} in the corpus manifest")
+    trees = []
+    for package in packages:
+        root = cache / "src" / f"{package.key}-{package.sha256[:12]}"
+        if not (root / ".unpacked").is_file():  # download only what is not unpacked yet
+            root = corpus.unpack(package, corpus.fetch(package, cache), cache)
+        trees += [root / path for path in package.paths]
+    return trees
+
+
+def graphlint(trees: list[Path], cache: Path, jobs: int, output: Path) -> float:
     command = [
         sys.executable,
         "-m",
         "graphlint",
         "check",
-        str(tree),
+        *map(str, trees),
         "--exit-zero",
         "--format",
         "json",
@@ -96,12 +125,12 @@ def main() -> int:
     parser.add_argument("--wheel", default=DEFAULT_WHEEL)
     parser.add_argument("--workdir", default="bench-data")
     parser.add_argument("--subset", default="torch", help="a folder inside the unpacked wheel, e.g. torch/distributed")
+    parser.add_argument("--corpus", metavar="NAMES", help="corpus packages (comma-separated, or all) instead of torch")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
 
-    root = unpack(args.wheel, Path(args.workdir)).parent
-    tree = root / args.subset
-    files = sorted(glob.glob(str(tree / "**" / "*.py"), recursive=True))
+    trees = corpus_trees(args.corpus) if args.corpus else [torch_tree(args.wheel, args.workdir, args.subset)]
+    files = sorted(f for tree in trees for f in glob.glob(str(tree / "**" / "*.py"), recursive=True))
     lines = sum(Path(f).read_bytes().count(b"\n") for f in files)
     cache = Path(tempfile.mkdtemp(prefix="graphlint-bench-cache-"))
     results = {}
@@ -111,11 +140,11 @@ def main() -> int:
         out = cache / "out"
         out.mkdir()
         (cache / "neutral.toml").write_text("")
-        results["cold_jobs1"] = graphlint(tree, cache / "a", 1, out / "cold1.json")
+        results["cold_jobs1"] = graphlint(trees, cache / "a", 1, out / "cold1.json")
         peak_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        results["cold_jobs2"] = graphlint(tree, cache / "b", 2, out / "cold2.json")
-        results["warm_jobs1"] = graphlint(tree, cache / "a", 1, out / "warm1.json")
-        results["warm_jobs2"] = graphlint(tree, cache / "b", 2, out / "warm2.json")
+        results["cold_jobs2"] = graphlint(trees, cache / "b", 2, out / "cold2.json")
+        results["warm_jobs1"] = graphlint(trees, cache / "a", 1, out / "warm1.json")
+        results["warm_jobs2"] = graphlint(trees, cache / "b", 2, out / "warm2.json")
         reports = {p.name: p.read_bytes() for p in out.iterdir()}
         identical = len(set(reports.values())) == 1
         findings = len(json.loads(reports["cold1.json"]))
@@ -123,14 +152,14 @@ def main() -> int:
         original = victim.read_bytes()
         try:
             victim.write_bytes(original + b"\n# changed\n")
-            results["one_file_changed_jobs1"] = graphlint(tree, cache / "a", 1, out / "changed.json")
+            results["one_file_changed_jobs1"] = graphlint(trees, cache / "a", 1, out / "changed.json")
         finally:
             victim.write_bytes(original)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     floor = results["libcst_parse_floor"]
     print(
-        f"{len(files)} files, {lines} lines under {tree} ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+        f"{len(files)} files, {lines} lines under {', '.join(map(str, trees))} ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
     )
     print(f"{'run':<26}{'seconds':>10}{'x libcst parse':>16}")
     for name, seconds in results.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,17 +49,45 @@ def excluded_with_parents(path: Path, settings: Settings) -> bool:
     return any(_excluded(candidate, settings) for candidate in candidates)
 
 
+# A folder holding one of these is a project's root, never a package inside one: the
+# search for the import root stops there.
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
 def _module_of(path: Path) -> tuple[str, bool]:
-    """Dotted module name from the package structure (`__init__.py` files) around ``path``."""
-    parts = [path.name]
-    directory = path.parent
-    while (directory / "__init__.py").is_file():
-        parts.insert(0, directory.name)
+    """Dotted module name of ``path``, relative to its import root (see `_package_parts`)."""
+    return module_name_for([*_package_parts(path.parent), path.name]), path.name == "__init__.py"
+
+
+@functools.lru_cache(maxsize=4096)
+def _package_parts(directory: Path) -> tuple[str, ...]:
+    """The package path of ``directory``: its name and its parents' up to the import root.
+
+    The import root is the parent of the outermost folder with an `__init__.py` above the
+    file, crossing folders without one (PEP 420 namespace portions, or a forgotten
+    `__init__.py` in a large tree: SGLang's `sglang/srt/...` has hundreds) on the way. This
+    is mypy's crawl for namespace packages: `sglang/srt/models/llama.py` is
+    `sglang.srt.models.llama`, so `from sglang.srt.layers import ...` in another file
+    resolves to it. A folder without `__init__.py` ends the crawl when its name is not an
+    identifier or it is a project root (pyproject.toml, setup.py, .git): a tree with no
+    `__init__.py` at all keeps bare names (scripts side by side import each other as
+    `import train`).
+    """
+    parts: tuple[str, ...] = ()
+    crossed: tuple[str, ...] = ()  # namespace folders, kept once a regular package lies above
+    while directory.name:
+        if (directory / "__init__.py").is_file():
+            parts = (directory.name, *crossed, *parts)
+            crossed = ()
+        elif directory.name.isidentifier() and not any((directory / m).exists() for m in _PROJECT_MARKERS):
+            crossed = (directory.name, *crossed)
+        else:
+            break
         parent = directory.parent
         if parent == directory:
             break
         directory = parent
-    return module_name_for(parts), path.name == "__init__.py"
+    return parts
 
 
 def discover(paths: list[str], resolver: ConfigResolver, force_exclude: bool = False) -> list[SourceFile]:

@@ -93,3 +93,46 @@ def test_text_output_names_the_unresolved_expression(write_tree) -> None:
     assert "unresolved: `runner.Runner.fn`" in result.stdout
     assert "passed in from outside: `func`, a parameter of `graph_process`" in result.stdout
     assert "3 capture regions, 2 with a resolved callable, 2 functions reached." in result.stdout
+
+
+BREAKABLE = """\
+import torch
+from functools import partial
+
+
+class Segments:
+    def __enter__(self):
+        self._begin()
+        return self
+
+    def __exit__(self, *exc):
+        self._graph.capture_end()
+
+    def _begin(self):
+        self._graph = torch.cuda.CUDAGraph()
+        self._graph.capture_begin()
+
+
+def layer(x):
+    return x * 2
+
+
+def run(x, runner, saver):
+    with Segments():
+        layer(x)
+    graph_ctx = partial(saver.cuda_graph) if saver else runner.device_module.graph
+    with graph_ctx(cuda_graph=torch.cuda.CUDAGraph()):
+        layer(x)
+"""
+
+
+def test_regions_reached_through_values_say_what_they_capture(write_tree) -> None:
+    root = write_tree({"breakable.py": BREAKABLE})
+    result = run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root)
+    assert result.returncode == 0, result.stderr
+    regions = {r["line"]: r for r in json.loads(result.stdout)["regions"]}
+    assert regions[23]["kind"] == "capture class", "__enter__ begins what __exit__ ends: the with body is captured"
+    assert regions[26]["kind"] == "CUDA graph" and regions[26]["label"].startswith("graph_ctx(")
+    for line in (23, 26):
+        (called,) = regions[line]["callables"]
+        assert (called["status"], called["targets"]) == ("resolved", ["breakable.layer"])

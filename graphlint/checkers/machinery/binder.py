@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.call_naming import CallNaming
 from graphlint.checkers.machinery.call_targets import CallTarget, FunctionTarget
+from graphlint.checkers.machinery.capture_values import CAPTURE_CONTEXTS, is_graph_context, note_assignment
 from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.model import COMPILE, GRAPH, CallRef, EntryRef, FunctionSummary, Hazard, Region
 from graphlint.checkers.machinery.module_state import ModuleState
@@ -33,7 +34,6 @@ from graphlint.checkers.machinery.syntax import (
 from graphlint.checkers.machinery.value_inference import ValueKinds, is_compile_capture
 from graphlint.findings import Fix
 
-CAPTURE_CONTEXTS = frozenset({"torch.cuda.graph"})
 STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.streams.StreamContext"})
 _AUTOCAST = frozenset({"torch.autocast", "torch.cuda.amp.autocast"})
 _CAPTURING_GUARDS = frozenset(
@@ -104,6 +104,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         self.graphed_calls = 0
         self._ty_cache: dict[int, T.Ty | None] = {}
         self.capture_contexts: dict[str, ast.Call] = {}  # ctx = torch.cuda.graph(g)
+        self.graph_context_names: set[str] = set()  # graph_ctx = torch.cuda.graph (capture_values)
         self.is_module = isinstance(node, ast.Module)
         self.summary = FunctionSummary(qualname, display, getattr(node, "lineno", 1))
         self._blocks: list[_Block] = []
@@ -274,6 +275,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         block = self._blocks.pop()
         if block.open_capture is not None:
             self.regions = block.open_capture[1]
+            self.summary.opens_capture = True  # a breakable graph's begin: the caller's code is captured
         self.guarded = block.guarded
 
     def before(self, stmt: ast.stmt) -> None:
@@ -289,6 +291,8 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         end = method_call_receiver(stmt, "capture_end")
         if end is not None and block.open_capture is not None and end == block.open_capture[0]:
             self._close_capture(stmt, block)
+        elif end is not None and not any(b.open_capture and b.open_capture[0] == end for b in self._blocks):
+            self.summary.closes_capture = True  # ends what another method began
         if block.open_capture is not None and block.captured is not None:
             block.captured.append(stmt)
 
@@ -371,17 +375,19 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
             isinstance(stmt.value, ast.Call)
             and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)
-            and self.resolve(stmt.value.func) in CAPTURE_CONTEXTS
+            and is_graph_context(self, stmt.value.func)
         ):
             self.capture_contexts[stmt.targets[0].id] = stmt.value
         value_ty = self.ty(stmt.value)
         for target in stmt.targets:
+            note_assignment(self, target, stmt.value)
             self.expr_target(target)
             self._bind(target, value_ty)
 
     def _ann_assign(self, stmt: ast.AnnAssign) -> None:
         if stmt.value is not None:
             self.expr(stmt.value)
+            note_assignment(self, stmt.target, stmt.value)
             self._bind(stmt.target, self.ty(stmt.value) or self.annotation_ty(stmt.annotation))
 
     def _aug_assign(self, stmt: ast.AugAssign) -> None:
@@ -467,12 +473,12 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         self, stmt: ast.With | ast.AsyncWith, context: ast.Call, pushed: list[int], frame: _WithFrame
     ) -> None:
         name = self.resolve(context.func)
-        if name in CAPTURE_CONTEXTS:
-            label = f"torch.cuda.graph({source_text(context.args[0]) if context.args else ''})"
-            pushed.append(self._new_region(stmt, label, None))
+        if name in CAPTURE_CONTEXTS or is_graph_context(self, context.func):
+            graph = context.args[0] if context.args else T.keyword(context, "cuda_graph")
+            shown = name if name in CAPTURE_CONTEXTS else source_text(context.func)  # graph_ctx(...): as written
+            pushed.append(self._new_region(stmt, f"{shown}({source_text(graph) if graph else ''})", None))
             self._event("capture", stmt, context)
             if self.record:
-                graph = context.args[0] if context.args else T.keyword(context, "cuda_graph")
                 note_capture(self, stmt.body, graph, stmt.lineno, stmt.end_lineno or stmt.lineno)
         elif isinstance(context.func, ast.Attribute) and context.func.attr == "capture_to_graph":
             pushed.append(self._new_region(stmt, "capture_to_graph(...)", None))
@@ -564,8 +570,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         """`def capture_to_graph(g): return torch.cuda.graph(g)` is itself a capture entry point."""
         if not isinstance(value, ast.Call):
             return
-        name = self.resolve(value.func)
-        if name in CAPTURE_CONTEXTS or (
+        if is_graph_context(self, value.func) or (
             isinstance(value.func, ast.Attribute) and value.func.attr == "capture_to_graph"
         ):
             self.summary.returns_capture = True

@@ -39,7 +39,7 @@ class Captured:
 class CaptureRegion:
     path: str
     line: int
-    kind: str  # "CUDA graph" | "wrapper" | "configured entry point" | "graphed callable" | "compiled cudagraph"
+    kind: str  # "CUDA graph" | "wrapper" | "capture class" | "configured entry point" | "graphed callable" | ...
     label: str
     callables: list[Captured] = field(default_factory=list)
     reached: int = 0
@@ -168,7 +168,13 @@ def _analysed_under_another_name(project: Project, dotted: str) -> bool:
 
 
 def _wrapper_kind(project: Project, target: CallTarget) -> str:
-    return "configured entry point" if project.is_entry_point(target) else "wrapper"
+    if project.is_entry_point(target):
+        return "configured entry point"
+    if isinstance(target, FunctionTarget):
+        cls = project.resolve_name(target.name)
+        if cls in project.classes and project.capture_classes.enters_capture(cls):
+            return "capture class"  # __enter__ begins a capture that __exit__ ends (a breakable graph)
+    return "wrapper"
 
 
 def _judge_call(project: Project, call: CallRef, function: str) -> Captured | None:

@@ -122,6 +122,8 @@ class FunctionSummary(Compact):
     hazards: list[Hazard] = field(default_factory=list)
     calls: list[CallRef] = field(default_factory=list)
     returns_capture: bool = False  # a wrapper API: calling it gives a capture context
+    opens_capture: bool = False  # calls capture_begin() and returns with the capture still open
+    closes_capture: bool = False  # calls capture_end() on a capture some other function began
     returns: list[CallTarget] = field(default_factory=list)  # calls whose result is returned
     returns_static: str | None = None  # replays graph G and returns its static output
     trace: list | None = None  # runner_trace events: calls whose kept results may be static outputs

@@ -46,6 +46,7 @@ class Binder(Protocol):
     locals: set[str]
     summary: FunctionSummary
     regions: tuple[int, ...]
+    graph_context_names: set[str]  # locals bound to a graph capture context (capture_values)
 
     @property
     def body(self) -> list[ast.stmt]: ...
@@ -96,6 +97,7 @@ class ModuleState:
         self.side_stream_attributes: dict[str, dict[str, str]] = {}  # class -> attr -> stream (stream flow)
         self.current_stream_attributes: dict[str, frozenset[str]] = {}  # class -> attrs set from current_stream()
         self.stream_effects: dict[str, object] = {}  # memoised function summaries (stream_effects)
+        self.graph_context_attrs: set[tuple[str, str]] = set()  # (class, attr) bound to a graph context
 
     # -- positions ---------------------------------------------------------------------
     def column(self, line: int, byte_offset: int) -> int:

@@ -21,7 +21,9 @@ from graphlint.checkers.machinery.call_targets import (
     ParamMethodCall,
     SuperCall,
 )
+from graphlint.checkers.machinery.capture_classes import CaptureClasses
 from graphlint.checkers.machinery.model import CallRef, ClassSummary, FunctionSummary, ModuleSummary
+from graphlint.checkers.machinery.script_imports import script_aliases
 
 _MAX_ALIAS_HOPS = 8
 
@@ -48,8 +50,12 @@ class Resolver:
             self.classes.update(summary.classes)
             for local, dotted in summary.aliases.items():
                 self.aliases[f"{summary.module}.{local}"] = dotted
+        imported = ((s.module, dotted.partition(".")[0]) for s in summaries.values() for dotted in s.aliases.values())
+        for bare, full in script_aliases(self.modules, imported).items():
+            self.aliases.setdefault(bare, full)  # `import helpers` beside helpers.py in a namespace folder
         self._resolved: dict[CallTarget, list[str]] = {}
         self._wrappers = self._find_wrappers()
+        self.capture_classes = CaptureClasses(self.functions, self.resolve_target, self.method)
 
     # -- names -----------------------------------------------------------------------------
     def resolve_name(self, dotted: str) -> str | None:
@@ -195,6 +201,10 @@ class Resolver:
         region = summary.regions[region_id]
         if region.target is None or self.is_entry_point(region.target):
             return True
+        if isinstance(region.target, FunctionTarget):  # `with Capture(pool=p):`, a breakable graph
+            cls = self.resolve_name(region.target.name)
+            if cls in self.classes and self.capture_classes.enters_capture(cls):
+                return True
         return any(q in self._wrappers for q in self.resolve_target(region.target))
 
     def active_region(self, summary: ModuleSummary, regions: tuple[int, ...]) -> int | None:

@@ -48,8 +48,9 @@ def is_device_module_factory(name: str) -> bool:
 
 def device_module_member(walker: Binder, node: ast.AST) -> str | None:
     """`get_accelerator().stream`, `self._device_module.Event`, `acc.current_stream` -> the
-    `torch.cuda` name of the same operation; None for anything else."""
-    if not isinstance(node, ast.Attribute) or node.attr not in STREAM_FAMILY:
+    `torch.cuda` name of the same operation (the graph capture context, `.graph`, too); None
+    for anything else."""
+    if not isinstance(node, ast.Attribute) or (node.attr not in STREAM_FAMILY and node.attr != "graph"):
         return None
     base = node.value
     if isinstance(base, ast.Call):

@@ -1,0 +1,139 @@
+"""Reach on the real-code corpus: how much of what each framework captures graphlint follows.
+
+The rules only judge code the engine knows runs inside a capture, so a clean report on a
+package means little unless its capture regions resolve what they run. Per package, from
+`graphlint captures --format json`:
+
+  regions     capture regions found (CUDA graphs, wrappers, capture_begin/end spans,
+              compiled cudagraph and make_graphed_callables entry points)
+  inline      regions that call no user callable (only torch operations written inline)
+  resolved    regions with at least one callable resolved to a definition in the package
+  outside     regions whose callables all come from outside (a parameter, another library)
+  unresolved  the rest: a callable graphlint could not follow and cannot place outside
+  in-project  resolved / (resolved + unresolved): the issue's ">= 90%" measure
+  reached     distinct functions reached from the package's captures
+
+    python benchmarks/corpus_reach.py [--packages sglang,vllm] [--jobs 2] [--json reach.json]
+    python benchmarks/corpus_reach.py --sample 30 --seed 16 --sample-out sample.jsonl
+
+Which graphlint runs is the one `python -m graphlint` imports: to measure another checkout,
+run this script from outside it with PYTHONPATH pointing at that checkout. The sources come
+from benchmarks/corpus.py's cache (run it once to download them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus
+
+COLUMNS = ("regions", "inline", "resolved", "outside", "unresolved", "in-project", "reached", "seconds")
+
+
+def region_status(region: dict) -> str:
+    """One word for a region: what the best-followed of its callables reached."""
+    statuses = {c["status"] for c in region["callables"]}
+    if not statuses:
+        return "inline"
+    if "resolved" in statuses:
+        return "resolved"
+    return "outside" if statuses == {"outside"} else "unresolved"
+
+
+def reach(captures: dict) -> dict[str, int | str]:
+    """The table row of one package's `graphlint captures` report."""
+    row: dict[str, int | str] = {name: 0 for name in ("regions", "inline", "resolved", "outside", "unresolved")}
+    for region in captures.get("regions", []):
+        row["regions"] += 1  # type: ignore[operator]
+        row[region_status(region)] += 1  # type: ignore[operator]
+    followable = int(row["resolved"]) + int(row["unresolved"])
+    row["in-project"] = f"{100 * int(row['resolved']) / followable:.0f}%" if followable else "-"
+    row["reached"] = captures.get("functions_reached", 0)
+    return row
+
+
+def run_package(package: corpus.Package, root: Path, jobs: int, cache: Path | None) -> tuple[dict, float]:
+    cache_args = ["--no-cache"] if cache is None else ["--cache-dir", str(cache / package.key)]
+    start = time.perf_counter()
+    result = corpus.graphlint(["captures", "--format", "json", "--jobs", str(jobs), *cache_args, *package.paths], root)
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        raise SystemExit(f"{package.key}: graphlint captures exited {result.returncode}: {result.stderr[-2000:]}")
+    return json.loads(result.stdout), seconds
+
+
+def resolutions(reports: dict[str, dict]) -> list[dict]:
+    """Every (region, resolved callable) pair, for drawing a sample to check by hand."""
+    found = []
+    for package, report in sorted(reports.items()):
+        for region in report.get("regions", []):
+            for callable_ in region["callables"]:
+                if callable_["status"] == "resolved":
+                    where = f"{region['path']}:{region['line']}"
+                    found.append(
+                        {
+                            "package": package,
+                            "region": where,
+                            "kind": region["kind"],
+                            "label": region["label"],
+                            "expression": callable_["expression"],
+                            "resolved": callable_["targets"],
+                        }
+                    )
+    return found
+
+
+def print_table(rows: dict[str, dict]) -> None:
+    print("| package | " + " | ".join(COLUMNS) + " |")
+    print("|---|" + "---:|" * len(COLUMNS))
+    for package, row in rows.items():
+        print(f"| {package} | " + " | ".join(str(row[c]) for c in COLUMNS) + " |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    default_cache = os.environ.get("GRAPHLINT_CORPUS_CACHE") or str(Path.home() / ".cache" / "graphlint-corpus")
+    parser.add_argument("--cache", default=default_cache, help="downloads and sources (default: %(default)s)")
+    parser.add_argument("--packages", help="comma-separated package names (default: all)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--cold", action="store_true", help="no graphlint cache (default: warm, per package)")
+    parser.add_argument("--json", metavar="FILE", help="write the rows and every capture report as JSON")
+    parser.add_argument("--sample", type=int, default=0, help="draw this many resolutions to check by hand")
+    parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--sample-out", metavar="FILE", help="where the sample goes (JSON lines; default stdout)")
+    args = parser.parse_args(argv)
+    cache = Path(args.cache).expanduser()
+    wanted = set(args.packages.split(",")) if args.packages else None
+    rows: dict[str, dict] = {}
+    reports: dict[str, dict] = {}
+    for package in corpus.load_manifest():
+        if wanted is not None and package.name not in wanted:
+            continue
+        root = corpus.unpack(package, corpus.fetch(package, cache), cache)
+        report, seconds = run_package(package, root, args.jobs, None if args.cold else cache / "graphlint")
+        reports[package.key] = report
+        rows[package.key] = {**reach(report), "seconds": f"{seconds:.1f}"}
+        print(f"{package.key}: {rows[package.key]}", file=sys.stderr, flush=True)
+    print_table(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "reports": reports}, indent=1))
+    if args.sample:
+        pairs = resolutions(reports)
+        chosen = random.Random(args.seed).sample(pairs, min(args.sample, len(pairs)))
+        lines = "".join(json.dumps({**pair, "verdict": "", "reason": ""}) + "\n" for pair in chosen)
+        if args.sample_out:
+            Path(args.sample_out).write_text(lines)
+        else:
+            sys.stdout.write(lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Module names from the import root, across folders without `__init__.py` (PEP 420).
+
+A user's `from pkg.srt.layers import f` must reach `pkg/srt/layers.py` even when `srt/` has
+no `__init__.py` (SGLang ships hundreds of such folders); otherwise nothing that a capture
+calls in another file is followed.
+"""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+from graphlint.config import ConfigResolver
+from graphlint.discovery import discover
+
+
+def _modules(root, *paths: str) -> dict[str, str]:
+    files = discover([str(root / p) for p in paths or ("",)], ConfigResolver(cwd=root))
+    return {f.path.relative_to(root).as_posix(): f.module for f in files}
+
+
+def test_a_namespace_folder_inside_a_package_keeps_the_package_prefix(write_tree) -> None:
+    root = write_tree(
+        {
+            "pkg/__init__.py": "",
+            "pkg/srt/models/llama.py": "",
+            "pkg/srt/models/__init__.py": "",
+            "pkg/srt/layers/linear.py": "",
+            "pkg/srt/layers/ops/kernel.py": "",
+        }
+    )
+    assert _modules(root, "pkg") == {
+        "pkg/__init__.py": "pkg",
+        "pkg/srt/models/__init__.py": "pkg.srt.models",
+        "pkg/srt/models/llama.py": "pkg.srt.models.llama",
+        "pkg/srt/layers/linear.py": "pkg.srt.layers.linear",
+        "pkg/srt/layers/ops/kernel.py": "pkg.srt.layers.ops.kernel",
+    }
+
+
+def test_the_name_does_not_depend_on_which_folder_was_checked(write_tree) -> None:
+    root = write_tree({"pkg/__init__.py": "", "pkg/srt/layers/linear.py": ""})
+    assert _modules(root, "pkg/srt/layers") == {"pkg/srt/layers/linear.py": "pkg.srt.layers.linear"}
+
+
+def test_scripts_outside_any_package_keep_bare_names(write_tree) -> None:
+    root = write_tree({"pyproject.toml": "", "scripts/train.py": "", "scripts/tools/eval.py": ""})
+    assert _modules(root, "scripts") == {"scripts/train.py": "train", "scripts/tools/eval.py": "eval"}
+
+
+def test_a_nested_project_root_is_its_own_import_root(write_tree) -> None:
+    # A vendored extension with its own setup.py inside a package is not part of that package.
+    root = write_tree(
+        {"pkg/__init__.py": "", "pkg/csrc/ext/setup.py": "", "pkg/csrc/ext/vext/__init__.py": "", "pkg/csrc/x.py": ""}
+    )
+    modules = _modules(root, "pkg/csrc")
+    assert modules["pkg/csrc/ext/vext/__init__.py"] == "vext"
+    assert modules["pkg/csrc/ext/setup.py"] == "setup"
+    assert modules["pkg/csrc/x.py"] == "pkg.csrc.x"
+
+
+RUNNER = """\
+import torch
+from pkg.srt.layers.linear import apply
+from ..layers import norm
+
+
+def capture(x):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        apply(x)
+        norm.rms(x)
+"""
+
+
+def test_absolute_and_relative_imports_across_namespace_folders_resolve(write_tree) -> None:
+    root = write_tree(
+        {
+            "pkg/__init__.py": "",
+            "pkg/srt/models/runner.py": RUNNER,
+            "pkg/srt/layers/linear.py": "def apply(x):\n    return x * 2\n",
+            "pkg/srt/layers/norm.py": "def rms(x):\n    return x / 2\n",
+        }
+    )
+    result = run_cli("captures", "--no-cache", "--format", "json", "pkg", cwd=root)
+    assert result.returncode == 0, result.stderr
+    (region,) = json.loads(result.stdout)["regions"]
+    statuses = {c["expression"]: (c["status"], c["targets"]) for c in region["callables"]}
+    assert statuses == {
+        "pkg.srt.layers.linear.apply": ("resolved", ["pkg.srt.layers.linear.apply"]),
+        "pkg.srt.layers.norm.rms": ("resolved", ["pkg.srt.layers.norm.rms"]),
+    }
+
+
+BENCH = """\
+import torch
+import helpers
+
+
+def run(x):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        helpers.f(x)
+"""
+
+
+def _bench_targets(root) -> list:
+    result = run_cli("captures", "--no-cache", "--format", "json", "pkg", cwd=root)
+    assert result.returncode == 0, result.stderr
+    (region,) = json.loads(result.stdout)["regions"]
+    return [(c["status"], c["targets"]) for c in region["callables"]]
+
+
+def test_a_script_in_a_namespace_folder_imports_its_sibling_by_bare_name(write_tree) -> None:
+    files = {"pkg/__init__.py": "", "pkg/tools/helpers.py": "def f(x):\n    return x\n", "pkg/tools/bench.py": BENCH}
+    assert _bench_targets(write_tree(files)) == [("resolved", ["pkg.tools.helpers.f"])]
+
+
+def test_a_bare_name_imported_from_another_folder_too_stays_unresolved(write_tree) -> None:
+    # `import helpers` in pkg/other may mean another `helpers` entirely: never guessed.
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/tools/helpers.py": "def f(x):\n    return x\n",
+        "pkg/tools/bench.py": BENCH,
+        "pkg/other/user.py": "import helpers\n",
+    }
+    assert _bench_targets(write_tree(files)) == [("outside", [])]

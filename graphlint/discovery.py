@@ -76,10 +76,12 @@ def _package_parts(directory: Path) -> tuple[str, ...]:
     parts: tuple[str, ...] = ()
     crossed: tuple[str, ...] = ()  # namespace folders, kept once a regular package lies above
     while directory.name:
+        if not directory.name.isidentifier():
+            break  # no import can name it, `__init__.py` or not (PyCG's `micro-benchmark/`)
         if (directory / "__init__.py").is_file():
             parts = (directory.name, *crossed, *parts)
             crossed = ()
-        elif directory.name.isidentifier() and not any((directory / m).exists() for m in _PROJECT_MARKERS):
+        elif not any((directory / m).exists() for m in _PROJECT_MARKERS):
             crossed = (directory.name, *crossed)
         else:
             break

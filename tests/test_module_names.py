@@ -125,3 +125,20 @@ def test_a_bare_name_imported_from_another_folder_too_stays_unresolved(write_tre
         "pkg/other/user.py": "import helpers\n",
     }
     assert _bench_targets(write_tree(files)) == [("outside", [])]
+
+
+def test_a_folder_no_import_can_name_ends_the_crawl_even_with_an_init(write_tree) -> None:
+    """`micro-benchmark/__init__.py` (PyCG's benchmark) makes no package: `import micro-benchmark`
+    is not Python, so the scripts below it keep their bare names and import each other so."""
+    root = write_tree(
+        {
+            "micro-benchmark/__init__.py": "",
+            "micro-benchmark/snippets/args/call/main.py": "import helper\n",
+            "micro-benchmark/snippets/args/call/helper.py": "",
+        }
+    )
+    modules = _modules(root, "micro-benchmark/snippets/args/call")
+    assert modules == {
+        "micro-benchmark/snippets/args/call/main.py": "main",
+        "micro-benchmark/snippets/args/call/helper.py": "helper",
+    }

@@ -516,12 +516,18 @@ def write_stubs(path: Path, comparison: Comparison) -> None:
             out.write(json.dumps(stub) + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """--cache, --packages and --jobs: where the corpus lies, which of it, how parallel (shared
+    with corpus_reach.py)."""
     default_cache = os.environ.get("GRAPHLINT_CORPUS_CACHE") or str(Path.home() / ".cache" / "graphlint-corpus")
     parser.add_argument("--cache", default=default_cache, help="downloads and sources (default: %(default)s)")
     parser.add_argument("--packages", help="comma-separated package names (default: all)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source_arguments(parser)
     parser.add_argument("--warm", action="store_true", help="use graphlint's cache (per package, under --cache)")
     parser.add_argument("--unlabelled", metavar="FILE", help="write a label stub for each unlabelled finding")
     parser.add_argument(

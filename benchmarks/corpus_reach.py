@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import time
@@ -99,10 +98,7 @@ def print_table(rows: dict[str, dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    default_cache = os.environ.get("GRAPHLINT_CORPUS_CACHE") or str(Path.home() / ".cache" / "graphlint-corpus")
-    parser.add_argument("--cache", default=default_cache, help="downloads and sources (default: %(default)s)")
-    parser.add_argument("--packages", help="comma-separated package names (default: all)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    corpus.add_source_arguments(parser)
     parser.add_argument("--cold", action="store_true", help="no graphlint cache (default: warm, per package)")
     parser.add_argument("--json", metavar="FILE", help="write the rows and every capture report as JSON")
     parser.add_argument("--sample", type=int, default=0, help="draw this many resolutions to check by hand")

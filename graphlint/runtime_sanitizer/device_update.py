@@ -264,8 +264,6 @@ class DeviceUpdater:
 
         from graphlint.runtime_sanitizer.introspection import _address
 
-        if width > MAX_TENSORS:
-            raise UpdaterUnavailable(f"{width} inputs and outputs; the updater takes at most {MAX_TENSORS}")
         rows, firsts = pack_slots(device_nodes, slots)
         self._table = torch.tensor(rows or [[0, 0, 0, 0]], dtype=torch.int64).cuda()
         self._firsts = torch.tensor(firsts, dtype=torch.int32).cuda()

@@ -292,9 +292,6 @@ class ParameterizedLauncher:
                         slot.width,
                     )
                 )
-        if not slots:
-            self.update_note = "no patched node has a slot to re-point"
-            return None
         self._keys = keys
         try:
             updater = device_update.DeviceUpdater(function, handles, slots, len(keys))
@@ -354,7 +351,7 @@ class ParameterizedLauncher:
         keys = [((w.role, analysis.tensor_index(w)), w.node) for w in words]
         nodes = update_cost.nodes_per_tensor((key, node) for key, node in keys if key not in pinned)
         tensors = {analysis.INPUT: capture.inputs, analysis.OUTPUT: capture.outputs}
-        sizes = {key: tensors[key[0]][key[1]].numel() * tensors[key[0]][key[1]].element_size() for key in nodes}
+        sizes = {(role, i): tensors[role][i].numel() * tensors[role][i].element_size() for role, i in nodes}
         return update_cost.cheaper_to_copy(nodes, sizes)
 
     def _is_pinned(self, word: analysis.Word) -> bool:

@@ -77,8 +77,9 @@ def new_storage(name: str, stream: str, owned: bool = True, holder: bool = False
     return Storage(next(_IDENTS), stream, name, owned=owned, holder=holder, names={name})
 
 
-def closure(storages: Iterable[Storage]) -> Iterator[Storage]:
-    """The storages and everything they hold, each once."""
+def closure(storages: Iterable[Storage], with_sources: bool = False) -> Iterator[Storage]:
+    """The storages and everything they hold (and, ``with_sources``, the arguments that made
+    them), each once."""
     seen: set[int] = set()
     stack = list(storages)
     while stack:
@@ -88,20 +89,14 @@ def closure(storages: Iterable[Storage]) -> Iterator[Storage]:
         seen.add(storage.ident)
         yield storage
         stack.extend(storage.contents)
+        if with_sources:
+            stack.extend(storage.sources)
 
 
 def escape(storages: Iterable[Storage]) -> None:
     """They outlive the function, and so do what they hold and the arguments that made them."""
-    seen: set[int] = set()
-    stack = list(storages)
-    while stack:
-        storage = stack.pop()
-        if storage.ident in seen:
-            continue
-        seen.add(storage.ident)
+    for storage in closure(storages, with_sources=True):
         storage.escaped = True
-        stack.extend(storage.contents)
-        stack.extend(storage.sources)
 
 
 class TensorState(dict):

@@ -9,6 +9,7 @@ evaluates to the set of values it may hold:
 
     ("v", loc)                      the values at a location
     ("g", dotted)                   an imported or re-exported name, followed project-wide
+    ("w", modules, name)            a name only a `from m import *` can have bound
     ("d", qualname)                 a function, lambda or class object
     ("i", class)                    an instance of a class (`self` in its methods)
     ("n", expr)                     an instance of each class ``expr`` holds (an annotation)
@@ -21,9 +22,11 @@ evaluates to the set of values it may hold:
     ("m", expr, method)             `d.get(...)`, `d.values()`: what the container holds
     ("s", class, self_loc)          super() in a method of ``class``
     ("r", expr, key)                `raise E`: ``E`` constructed
+    ("t", expr, key)                iterating: the elements, or __iter__ then __next__ of an object
     ("u", expr, ...)                the union (containers are their elements, iteration and
                                     indexing keep them: context- and index-insensitive)
     ("e", expr, ...)                evaluated for the calls inside, no value
+    ("o", dotted, key)              a library call the flow knows (`list(...)`), as a call outside
 
 Facts are ("=", target, expr) (a target is a "v", "g" or "a" expression) and ("x", expr).
 Definitions are kept as `flow_defs`: qualname -> (params, positional count, *args, **kwargs,
@@ -130,6 +133,7 @@ class FactRecorder:
     def run(self) -> None:
         st = self.st
         scope = _Scope(self.module, "module", None, key=f"{self.module}.<module>")
+        scope.names = set(st.defs) | st.module_assigned | _loop_and_with_names(st.tree.body)
         self._body(scope, st.tree.body)
         st.summary.flow = self.facts
         st.summary.flow_defs = self.defs
@@ -158,7 +162,7 @@ class FactRecorder:
                 value = _join(value, self._annotation(scope, stmt.annotation))
             self._store(scope, stmt.target, value)
         elif kind is ast.For or kind is ast.AsyncFor:
-            self._store(scope, stmt.target, self.ex(scope, stmt.iter))
+            self._store(scope, stmt.target, self._iterated(scope, stmt.iter))
             self._body(scope, stmt.body)
             self._body(scope, stmt.orelse)
         elif kind in FUNCTION_NODES:
@@ -257,13 +261,22 @@ class FactRecorder:
             self.facts.append(("=", ("v", inner.self_loc), ("i", scope.qualname)))
         elif kind == "c" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("d", scope.qualname)))
+        self.facts.append(("=", self._name_store(scope, node.name), self._decorated(scope, node, qualname)))
+        self._body(inner, node.body)
+
+    def _decorated(
+        self, scope: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, qualname: str
+    ) -> Expr:
+        """The value a definition binds: the function or class, through its decorators (calls
+        the binder never names: the decorators and what they call)."""
+        saved, scope.extra = scope.extra, True
         value: Expr = ("d", qualname)
         for decorator in reversed(node.decorator_list):
             applied = self.ex(scope, decorator)
             if applied is not None:
                 value = ("k", applied, value, self._key(scope, decorator))
-        self.facts.append(("=", self._name_store(scope, node.name), value))
-        self._body(inner, node.body)
+        scope.extra = saved
+        return value
 
     def _function_scope(self, scope: _Scope, qualname: str, args: ast.arguments, kind: str) -> _Scope:
         """The scope of a function or lambda: its parameters, defaults and annotations bound."""
@@ -281,10 +294,12 @@ class FactRecorder:
             inner.class_qualname, inner.self_loc = scope.class_qualname, scope.self_loc  # super() in a closure
         defaults = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
         defaults += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+        saved, scope.extra = scope.extra, True  # the binder does not visit defaults
         for arg, default in defaults:
             value = self.ex(scope, default)
             if value is not None:
                 self.facts.append(("=", ("v", self.intern(inner.loc(arg.arg))), value))
+        scope.extra = saved
         for arg in (*positional, *args.kwonlyargs):
             if arg.annotation is not None:
                 value = self._annotation(scope, arg.annotation)
@@ -297,13 +312,10 @@ class FactRecorder:
         for base in node.bases:
             self._effect(scope, base)
         body_names = {n for s in node.body for n in _bound_by(s)}
-        inner = _Scope(qualname, "class", scope, names=body_names, key=scope.key, extra=scope.extra)
-        value: Expr = ("d", qualname)
-        for decorator in reversed(node.decorator_list):
-            applied = self.ex(scope, decorator)
-            if applied is not None:
-                value = ("k", applied, value, self._key(scope, decorator))
-        self.facts.append(("=", self._name_store(scope, node.name), value))
+        inner = _Scope(
+            qualname, "class", scope, names=body_names, key=scope.key, extra=True
+        )  # the binder skips class bodies
+        self.facts.append(("=", self._name_store(scope, node.name), self._decorated(scope, node, qualname)))
         self._body(inner, node.body)
 
     def _def_qualname(self, scope: _Scope, name: str) -> str:
@@ -365,10 +377,16 @@ class FactRecorder:
                 return ("v", self.intern(current.loc(name)))
             own = False
             current = current.parent
-        if name in self.st.defs or name in self.st.module_assigned:
+        module = current if current is not None else scope
+        while module.parent is not None:
+            module = module.parent
+        if name in module.names:
             return ("v", self.intern(f"{self.module}.{name}"))
         dotted = self.st.resolve_parts([name])
-        return ("g", self.intern(dotted)) if dotted else None
+        if dotted:
+            return ("g", self.intern(dotted))
+        stars = self.st.imports.stars
+        return ("w", tuple(stars), name) if stars else None
 
     def _name_store(self, scope: _Scope, name: str) -> Expr:
         if name in scope.globals or scope.kind == "module":
@@ -396,12 +414,17 @@ class FactRecorder:
     def _comprehension(self, scope: _Scope, node: ast.expr) -> Expr | None:
         for generator in node.generators:
             scope.names.update(bound_names(generator.target))
-            self._store(scope, generator.target, self.ex(scope, generator.iter))
+            self._store(scope, generator.target, self._iterated(scope, generator.iter))
             for test in generator.ifs:
                 self._effect(scope, test)
         if isinstance(node, ast.DictComp):
             return self._union(scope, [node.value], [node.key])
         return self.ex(scope, node.elt)
+
+    def _iterated(self, scope: _Scope, node: ast.expr) -> Expr | None:
+        """What `for x in node` binds: the elements, or what an iterator object's __next__ returns."""
+        value = self.ex(scope, node)
+        return ("t", value, self._key(scope, node)) if value is not None else None
 
     def _lambda(self, scope: _Scope, node: ast.Lambda) -> Expr:
         scope.lambdas += 1
@@ -428,7 +451,8 @@ class FactRecorder:
         if name is not None:
             special = self._library_call(scope, node, name, args, kwargs)
             if special is not None:
-                return special[0]
+                outside = ("o", name, self._key(scope, node))
+                return ("u", outside, special[0]) if special[0] is not None else ("e", outside)
         call = ("c", callee, args, kwargs, self._key(scope, node), scope.extra)
         if callee is None:
             effects = [a for a in args if a is not None] + [v for _, v in kwargs if v is not None]
@@ -494,6 +518,19 @@ def _join(first: Expr | None, second: Expr | None) -> Expr | None:
     if second is None:
         return first
     return ("u", first, second)
+
+
+def _loop_and_with_names(body: list[ast.stmt]) -> set[str]:
+    """Names a module binds by `for` and `with` (its assignments are `module_assigned`)."""
+    names: set[str] = set()
+    for stmt in statements(body):
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            names.update(bound_names(stmt.target))
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    names.update(bound_names(item.optional_vars))
+    return names
 
 
 def _starred(target: ast.Tuple | ast.List) -> bool:

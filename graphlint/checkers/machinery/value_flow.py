@@ -5,7 +5,8 @@ Context-insensitive, like PyCG: a parameter holds what any caller passes, an att
 any method stores, a container everything put in it. A value is a string: a function,
 lambda or class qualname; ``!C`` an instance of class ``C``; ``~m`` the method ``m`` bound
 to an instance (calling it passes ``self``); ``^O^C`` what super() gives in a method of
-``O`` on an instance of ``C``. A worklist re-evaluates a fact whenever a location it read
+``O`` on an instance of ``C``; ``?name`` something outside the project (a builtin, a
+library), which calling is a leaf of the exported graph and nothing more. A worklist re-evaluates a fact whenever a location it read
 gains values, so the result is the same whatever the order.
 
 What a call site runs (`callees`) is the union over the callee's values; a call whose
@@ -14,6 +15,7 @@ callee holds nothing the project defines runs nothing here (unresolved, never gu
 
 from __future__ import annotations
 
+import builtins
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Protocol
@@ -21,6 +23,7 @@ from typing import Protocol
 from graphlint.checkers.machinery.model import ClassSummary, FunctionSummary, ModuleSummary
 
 _EMPTY: frozenset[str] = frozenset()
+_BUILTINS = frozenset(dir(builtins))
 _MAX_ALIAS_HOPS = 8
 CallKey = tuple[str, int, int]  # (scope qualname, line, column) of a call
 
@@ -51,12 +54,15 @@ class ValueFlow:
         self.values: dict[str, set[str]] = {}
         self.calls: dict[CallKey, set[str]] = {}
         self.extra: dict[CallKey, set[str]] = {}  # calls the binder never names (lambdas, decorators)
+        self.outside: dict[str, set[str]] = {}  # scope -> names it calls outside the project
+        self._modules = {summary.module for summary in names.summaries.values()}
         self._readers: dict[str, set[int]] = {}
         self._locations: dict[str, tuple[str, ...]] = {}
         self._current = -1
         self._eval: dict[str, Callable[[tuple], set[str] | frozenset[str]]] = {
             "v": lambda e: self._read(e[1]),
             "g": lambda e: self._global(e[1]),
+            "w": self._star_imported,
             "d": lambda e: {e[1]},
             "i": lambda e: {"!" + e[1]},
             "n": self._instances,
@@ -67,6 +73,8 @@ class ValueFlow:
             "m": self._container_read,
             "s": self._super,
             "r": self._raise,
+            "t": self._iterate,
+            "o": self._outside_call,
             "u": self._union,
             "e": self._effects,
         }
@@ -133,14 +141,30 @@ class ValueFlow:
 
     # -- names -------------------------------------------------------------------------------
     def _global(self, dotted: str) -> set[str] | frozenset[str]:
+        """A name imported or defined at module level: what it is bound to project-wide; an
+        attribute of what its prefix holds (`smth.func` where `smth` is an instance); or, for
+        a name outside the project, the outside value ``?name``."""
         resolved = self.names.resolve_name(dotted)
         if resolved is not None and resolved not in self.defs and resolved not in self.names.classes:
             return {resolved}
         found: set[str] = set()
         for location in self._aliases(dotted):
             found |= self._read(location)
-        if resolved is not None and not found and resolved not in self.defs:
-            found.add(resolved)  # a class the flow saw no definition of (the binder did)
+        if found or dotted in self._modules:
+            return found
+        if resolved is not None:
+            return _EMPTY if resolved in self.defs else {resolved}  # a class only the binder saw
+        head, _, attr = dotted.rpartition(".")
+        if not head:
+            return {f"?<builtin>.{dotted}" if dotted in _BUILTINS else "?" + dotted}
+        return self._attribute(("a", ("g", head), attr))
+
+    def _star_imported(self, expr: tuple) -> set[str]:
+        """A name a `from m import *` may bind: what the project's modules ``m`` define by it."""
+        found: set[str] = set()
+        for module in expr[1]:
+            if module in self._modules:
+                found |= {v for v in self._global(f"{module}.{expr[2]}") if v[0] != "?"}
         return found
 
     def _aliases(self, dotted: str) -> tuple[str, ...]:
@@ -176,6 +200,8 @@ class ValueFlow:
                 self._instance_attribute(cls, attr, "!" + cls, found, skip=owner)
             elif holder in self.names.classes:
                 self._class_attribute(holder, attr, found)
+            elif first == "?":
+                found.add(f"{holder}.{attr}")
         return found
 
     def _instance_attribute(self, cls: str, attr: str, instance: str, found: set[str], skip: str | None) -> None:
@@ -230,6 +256,9 @@ class ValueFlow:
         keywords = [(name, self.evaluate(value)) for name, value in kwargs]
         result: set[str] = set()
         for value in self.evaluate(callee):
+            if value[0] == "?":
+                self.outside.setdefault(key[0], set()).add(value[1:])
+                continue
             target, shift = self._target(value, result)
             if target is None:
                 continue
@@ -237,6 +266,13 @@ class ValueFlow:
             self._bind(target, shift, positional, keywords)
             result |= self._read(f"{target}.<return>")
         return result
+
+    def _outside_call(self, expr: tuple) -> frozenset[str]:
+        """A library call the flow models (`list(...)`): a call outside the project too."""
+        for value in self._global(expr[1]):
+            if value[0] == "?":
+                self.outside.setdefault(expr[2][0], set()).add(value[1:])
+        return _EMPTY
 
     def _target(self, value: str, result: set[str]) -> tuple[str | None, int]:
         """The function calling ``value`` runs, and how many leading parameters it fills itself."""
@@ -321,8 +357,30 @@ class ValueFlow:
     def _raise(self, expr: tuple) -> set[str]:
         classes = {v for v in self.evaluate(expr[1]) if v in self.names.classes}
         if classes:
-            self._call(("c", ("u", *[("d", c) for c in sorted(classes)]), (), (), expr[2], False))
+            self._call(("c", ("u", *[("d", c) for c in sorted(classes)]), (), (), expr[2], True))
         return set()
+
+    def _iterate(self, expr: tuple) -> set[str]:
+        """`for x in value`: an object with __iter__ gives what its iterator's __next__ returns
+        (both calls are edges); anything else is a container's elements, kept as they are."""
+        found: set[str] = set()
+        for value in self.evaluate(expr[1]):
+            method = self._method(value[1:], "__iter__") if value[0] == "!" else None
+            if method is None:
+                found.add(value)
+                continue
+            self._protocol_call(method, value, expr[2])
+            for iterator in self._read(f"{method}.<return>"):
+                following = self._method(iterator[1:], "__next__") if iterator[0] == "!" else None
+                if following is not None:
+                    self._protocol_call(following, iterator, expr[2])
+                    found |= self._read(f"{following}.<return>")
+        return found
+
+    def _protocol_call(self, method: str, instance: str, key: CallKey) -> None:
+        """A call Python makes itself (iteration): an edge the binder never names."""
+        self._bind_self(method, instance)
+        self.extra.setdefault(key, set()).add(method)
 
     def _union(self, expr: tuple) -> set[str] | frozenset[str]:
         if len(expr) == 2:

@@ -41,7 +41,13 @@ from dataclasses import dataclass, field
 from graphlint.checkers.machinery.model import FunctionSummary
 from graphlint.checkers.machinery.module_state import ModuleState
 from graphlint.checkers.machinery.names import canonical, dotted_parts
-from graphlint.checkers.machinery.syntax import FUNCTION_NODES, assigned_names, bound_names, statements
+from graphlint.checkers.machinery.syntax import (
+    FUNCTION_NODES,
+    all_statements,
+    assigned_names,
+    bound_names,
+    statements,
+)
 
 Expr = tuple
 # Calls that return what their arguments hold (containers, copies), by resolved name.
@@ -90,6 +96,8 @@ class _Scope:
     key: str = ""  # the qualname the binder gives this scope's calls
     extra: bool = False  # inside a lambda: the binder names none of its calls
     lambdas: int = 0
+    versioned: frozenset[str] = frozenset()  # names bound only by top-level `name = ...`, twice or more
+    versions: dict[str, int] = field(default_factory=dict)  # the assignment each such name holds now
 
     def loc(self, name: str) -> str:
         if self.kind == "function":
@@ -134,7 +142,7 @@ class FactRecorder:
         st = self.st
         scope = _Scope(self.module, "module", None, key=f"{self.module}.<module>")
         scope.names = set(st.defs) | st.module_assigned | _loop_and_with_names(st.tree.body)
-        self._body(scope, st.tree.body)
+        self._scope_body(scope, st.tree.body)
         st.summary.flow = self.facts
         st.summary.flow_defs = self.defs
 
@@ -143,6 +151,36 @@ class FactRecorder:
         return self._strings.setdefault(text, text)
 
     # -- statements --------------------------------------------------------------------------
+    def _scope_body(self, scope: _Scope, body: list[ast.stmt]) -> None:
+        """A module's or function's statements. A name its top level rebinds (`a = dec1`,
+        then `a = dec2`) and nothing else binds gets one location per assignment, so a read
+        in the same scope sees the assignment before it (straight-line code runs in order)."""
+        counts: dict[str, int] = {}
+        for stmt in body:
+            if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+                for target in stmt.targets:
+                    counts[target.id] = counts.get(target.id, 0) + 1
+        repeated = {name for name, count in counts.items() if count > 1}
+        if repeated:
+            repeated -= scope.globals | _bound_elsewhere(body, scope.kind == "module")
+            scope.versioned = frozenset(repeated)
+        for stmt in body:
+            if scope.versioned and isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+                self._versioned_assign(scope, stmt)
+            else:
+                self._stmt(scope, stmt)
+
+    def _versioned_assign(self, scope: _Scope, stmt: ast.Assign) -> None:
+        value = self.ex(scope, stmt.value)
+        for target in stmt.targets:
+            where = self._name_store(scope, target.id)
+            if value is not None:
+                self.facts.append(("=", where, value))
+            if target.id in scope.versioned:
+                version = scope.versions[target.id] = scope.versions.get(target.id, 0) + 1
+                if value is not None:
+                    self.facts.append(("=", ("v", self.intern(f"{where[1]}#{version}")), value))
+
     def _body(self, scope: _Scope, body: list[ast.stmt]) -> None:
         for stmt in body:
             self._stmt(scope, stmt)
@@ -262,7 +300,7 @@ class FactRecorder:
         elif kind == "c" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("d", scope.qualname)))
         self.facts.append(("=", self._name_store(scope, node.name), self._decorated(scope, node, qualname)))
-        self._body(inner, node.body)
+        self._scope_body(inner, node.body)
 
     def _decorated(
         self, scope: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, qualname: str
@@ -286,7 +324,6 @@ class FactRecorder:
         kwarg = args.kwarg.arg if args.kwarg else ""
         self.defs[qualname] = (tuple(params), len(positional), vararg, kwarg, kind)
         inner = _Scope(qualname, "function", scope, names={*params, vararg, kwarg} - {""}, key=qualname)
-        inner.extra = scope.extra
         if scope.kind == "class" and kind in "mcp" and positional:
             inner.self_loc = self.intern(inner.loc(positional[0].arg))
             inner.class_qualname = scope.qualname
@@ -374,14 +411,17 @@ class FactRecorder:
             if name in current.globals:
                 break
             if (own or current.kind == "function") and name in current.names:
-                return ("v", self.intern(current.loc(name)))
+                version = current.versions.get(name) if own else None
+                suffix = f"#{version}" if version else ""
+                return ("v", self.intern(current.loc(name) + suffix))
             own = False
             current = current.parent
         module = current if current is not None else scope
         while module.parent is not None:
             module = module.parent
         if name in module.names:
-            return ("v", self.intern(f"{self.module}.{name}"))
+            version = module.versions.get(name) if module is scope else None
+            return ("v", self.intern(f"{self.module}.{name}#{version}" if version else f"{self.module}.{name}"))
         dotted = self.st.resolve_parts([name])
         if dotted:
             return ("g", self.intern(dotted))
@@ -518,6 +558,30 @@ def _join(first: Expr | None, second: Expr | None) -> Expr | None:
     if second is None:
         return first
     return ("u", first, second)
+
+
+def _bound_elsewhere(body: list[ast.stmt], module: bool) -> set[str]:
+    """Names bound other than by a top-level `name = ...` of ``body`` (in blocks, loops,
+    definitions; for a module, also by `global` in its functions)."""
+    names: set[str] = set()
+    top = {id(s) for s in body if isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets)}
+    for stmt in all_statements(body) if module else statements(body):
+        if id(stmt) in top:
+            continue
+        if isinstance(stmt, (ast.Global, ast.Nonlocal)):
+            names.update(stmt.names)
+        elif isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            names.update(n for t in stmt.targets for n in bound_names(t))
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            names.update(bound_names(stmt.target))
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            names.update(n for item in stmt.items if item.optional_vars for n in bound_names(item.optional_vars))
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+        names.update(h.name for h in getattr(stmt, "handlers", ()) if h.name)
+    return names
 
 
 def _loop_and_with_names(body: list[ast.stmt]) -> set[str]:

@@ -25,6 +25,7 @@ from graphlint.checkers.machinery.model import ClassSummary, FunctionSummary, Mo
 _EMPTY: frozenset[str] = frozenset()
 _BUILTINS = frozenset(dir(builtins))
 _MAX_ALIAS_HOPS = 8
+_MAX_OUTSIDE_DEPTH = 6  # `?torch.nn.functional.relu`: dots in an outside name we still follow
 CallKey = tuple[str, int, int]  # (scope qualname, line, column) of a call
 
 
@@ -58,6 +59,8 @@ class ValueFlow:
         self._modules = {summary.module for summary in names.summaries.values()}
         self._readers: dict[str, set[int]] = {}
         self._locations: dict[str, tuple[str, ...]] = {}
+        self._resolved: dict[str, str | None] = {}
+        self._chains: dict[str, tuple[ClassSummary, ...]] = {}
         self._current = -1
         self._eval: dict[str, Callable[[tuple], set[str] | frozenset[str]]] = {
             "v": lambda e: self._read(e[1]),
@@ -101,12 +104,19 @@ class ValueFlow:
                 self.evaluate(fact[1])
 
     def _read(self, location: str) -> set[str] | frozenset[str]:
-        self._readers.setdefault(location, set()).add(self._current)
+        readers = self._readers.get(location)
+        if readers is None:
+            readers = self._readers[location] = set()
+        readers.add(self._current)
         return self.values.get(location, _EMPTY)
 
     def _add(self, location: str, values: set[str] | frozenset[str]) -> None:
         if not values:
             return
+        if any(v[0] == "?" for v in values):
+            values = {v for v in values if v[0] != "?"}  # outside values are leaves, never stored
+            if not values:
+                return
         held = self.values.get(location)
         if held is None:
             held = self.values[location] = set()
@@ -144,7 +154,7 @@ class ValueFlow:
         """A name imported or defined at module level: what it is bound to project-wide; an
         attribute of what its prefix holds (`smth.func` where `smth` is an instance); or, for
         a name outside the project, the outside value ``?name``."""
-        resolved = self.names.resolve_name(dotted)
+        resolved = self._resolve(dotted)
         if resolved is not None and resolved not in self.defs and resolved not in self.names.classes:
             return {resolved}
         found: set[str] = set()
@@ -166,6 +176,22 @@ class ValueFlow:
             if module in self._modules:
                 found |= {v for v in self._global(f"{module}.{expr[2]}") if v[0] != "?"}
         return found
+
+    def _resolve(self, dotted: str) -> str | None:
+        """`Resolver.resolve_name`, memoised: the solver asks for the same names again and again."""
+        try:
+            return self._resolved[dotted]
+        except KeyError:
+            found = self._resolved[dotted] = self.names.resolve_name(dotted)
+            return found
+
+    def _chain(self, cls: str) -> tuple[ClassSummary, ...]:
+        """The class and its project bases (`Resolver.class_chain`), memoised."""
+        try:
+            return self._chains[cls]
+        except KeyError:
+            found = self._chains[cls] = tuple(self.names.class_chain(cls))
+            return found
 
     def _aliases(self, dotted: str) -> tuple[str, ...]:
         """``dotted`` and the names it re-exports, followed like `Resolver.resolve_name`."""
@@ -200,13 +226,13 @@ class ValueFlow:
                 self._instance_attribute(cls, attr, "!" + cls, found, skip=owner)
             elif holder in self.names.classes:
                 self._class_attribute(holder, attr, found)
-            elif first == "?":
-                found.add(f"{holder}.{attr}")
+            elif first == "?" and holder.count(".") < _MAX_OUTSIDE_DEPTH:
+                found.add(f"{holder}.{attr}")  # bounded: `node = node.next` would never end
         return found
 
     def _instance_attribute(self, cls: str, attr: str, instance: str, found: set[str], skip: str | None) -> None:
         """``instance.attr`` along the bases of ``cls`` (after ``skip``, for super())."""
-        for summary in self.names.class_chain(cls):
+        for summary in self._chain(cls):
             if skip is not None:
                 if summary.qualname == skip:
                     skip = None
@@ -227,7 +253,7 @@ class ValueFlow:
             return
 
     def _class_attribute(self, cls: str, attr: str, found: set[str]) -> None:
-        for summary in self.names.class_chain(cls):
+        for summary in self._chain(cls):
             method = summary.methods.get(attr)
             if method is not None:
                 kind = self.defs.get(method, ((), 0, "", "", "m"))[4]
@@ -298,7 +324,7 @@ class ValueFlow:
         return None, 0
 
     def _method(self, cls: str, name: str) -> str | None:
-        for summary in self.names.class_chain(cls):
+        for summary in self._chain(cls):
             if name in summary.methods:
                 return summary.methods[name]
         return None

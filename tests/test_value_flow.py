@@ -167,6 +167,23 @@ def test_an_annotation_names_the_class_and_nothing_is_guessed_without_one(write_
     assert graph["generate.unknown"] == []
 
 
+STARRED = """\
+def target(*args):
+    pass
+
+
+def run(args):
+    unknown(*args)(1)
+    target(*[target])
+"""
+
+
+def test_starred_arguments_anywhere_are_followed(write_tree, monkeypatch) -> None:
+    """`unknown(*args)`: a starred argument of a call nothing resolves is still evaluated."""
+    graph = _graph(write_tree, monkeypatch, {"main.py": STARRED})
+    assert graph["main.run"] == ["main.target"]
+
+
 REBOUND = """\
 def first():
     pass

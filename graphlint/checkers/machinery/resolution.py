@@ -23,6 +23,7 @@ from graphlint.checkers.machinery.call_targets import (
     SuperCall,
     ValueCall,
 )
+from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.model import CallRef, ClassSummary, FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.value_flow import ValueFlow
 
@@ -35,9 +36,15 @@ Bindings = dict[str, set[str]]
 class Resolver:
     """Every analysed function and class by qualname, and the resolution of call targets."""
 
-    def __init__(self, summaries: dict[str, ModuleSummary], entry_points: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        summaries: dict[str, ModuleSummary],
+        entry_points: frozenset[str] = frozenset(),
+        log: ErrorLog | None = None,
+    ) -> None:
         """``summaries`` maps each display path to the summary of that file; ``entry_points``
-        are the configured capture entry points (dotted names)."""
+        are the configured capture entry points (dotted names); ``log`` collects internal
+        errors (GL002) of the value flow."""
         self.summaries = summaries
         self.entry_points = entry_points
         self.functions: dict[str, tuple[str, FunctionSummary]] = {}
@@ -52,7 +59,7 @@ class Resolver:
             for local, dotted in summary.aliases.items():
                 self.aliases[f"{summary.module}.{local}"] = dotted
         self._resolved: dict[CallTarget, list[str]] = {}
-        self.flow = ValueFlow(self)
+        self.flow = ValueFlow(self, log or ErrorLog())
         self._wrappers = self._find_wrappers()
 
     # -- names -----------------------------------------------------------------------------

@@ -16,10 +16,12 @@ callee holds nothing the project defines runs nothing here (unresolved, never gu
 from __future__ import annotations
 
 import builtins
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
+from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.model import ClassSummary, FunctionSummary, ModuleSummary
 
 _EMPTY: frozenset[str] = frozenset()
@@ -45,13 +47,16 @@ class ProjectNames(Protocol):
 class ValueFlow:
     """The solved value flow of a project: the values at each location and each call's callees."""
 
-    def __init__(self, names: ProjectNames) -> None:
+    def __init__(self, names: ProjectNames, log: ErrorLog) -> None:
         self.names = names
         self.defs: dict[str, tuple] = {}
         facts: list[tuple] = []
-        for _, summary in sorted(names.summaries.items()):
+        self._files: list[tuple[int, str]] = []  # (index of the file's first fact, its path)
+        for path, summary in sorted(names.summaries.items()):
             self.defs.update(summary.flow_defs)
+            self._files.append((len(facts), path))
             facts.extend(summary.flow)
+        self._log = log
         self.values: dict[str, set[str]] = {}
         self.calls: dict[CallKey, set[str]] = {}
         self.extra: dict[CallKey, set[str]] = {}  # calls the binder never names (lambdas, decorators)
@@ -80,6 +85,7 @@ class ValueFlow:
             "o": self._outside_call,
             "u": self._union,
             "e": self._effects,
+            "*": lambda e: self.evaluate(e[1]),  # a starred argument: its elements
         }
         self._solve(facts)
 
@@ -98,10 +104,15 @@ class ValueFlow:
             self._queued.discard(index)
             self._current = index
             fact = facts[index]
-            if fact[0] == "=":
-                self._assign(fact[1], self.evaluate(fact[2]))
-            else:
-                self.evaluate(fact[1])
+            try:
+                if fact[0] == "=":
+                    self._assign(fact[1], self.evaluate(fact[2]))
+                else:
+                    self.evaluate(fact[1])
+            except Exception:  # a GL002 for the file, not a failed run: the other facts still count
+                path = self._files[bisect_right(self._files, (index, "\uffff")) - 1][1]
+                with self._log.guard(path, 1, "following the values of the file's assignments"):
+                    raise
 
     def _read(self, location: str) -> set[str] | frozenset[str]:
         readers = self._readers.get(location)

@@ -44,7 +44,6 @@ from graphlint.checkers.machinery.names import canonical, dotted_parts
 from graphlint.checkers.machinery.syntax import (
     FUNCTION_NODES,
     all_statements,
-    assigned_names,
     bound_names,
     statements,
 )
@@ -293,8 +292,7 @@ class FactRecorder:
         qualname = self._def_qualname(scope, node.name)
         kind = _method_kind(node) if scope.kind == "class" else "f"
         inner = self._function_scope(scope, qualname, node.args, kind)
-        inner.names |= assigned_names(node)
-        inner.globals = {n for s in statements(node.body) if isinstance(s, (ast.Global, ast.Nonlocal)) for n in s.names}
+        _local_names(node.body, inner.names, inner.globals)
         if kind == "m" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("i", scope.qualname)))
         elif kind == "c" and inner.self_loc is not None:
@@ -558,6 +556,28 @@ def _join(first: Expr | None, second: Expr | None) -> Expr | None:
     if second is None:
         return first
     return ("u", first, second)
+
+
+def _local_names(body: list[ast.stmt], names: set[str], declared: set[str]) -> None:
+    """One pass over a function's statements: the names it binds (as `assigned_names`, imports
+    too) into ``names``, its `global`/`nonlocal` names into ``declared``."""
+    for stmt in statements(body):
+        kind = type(stmt)
+        if kind is ast.Assign:
+            for target in stmt.targets:
+                names.update(bound_names(target))
+        elif kind in (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor):
+            names.update(bound_names(stmt.target))
+        elif kind is ast.With or kind is ast.AsyncWith:
+            names.update(n for item in stmt.items if item.optional_vars for n in bound_names(item.optional_vars))
+        elif kind in FUNCTION_NODES or kind is ast.ClassDef:
+            names.add(stmt.name)
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            declared.update(stmt.names)
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names if a.name != "*")
+        elif hasattr(stmt, "handlers"):  # try, and try/except* where the grammar has it
+            names.update(h.name for h in stmt.handlers if h.name)
 
 
 def _bound_elsewhere(body: list[ast.stmt], module: bool) -> set[str]:

@@ -27,6 +27,7 @@ from graphlint.checkers.machinery.model import ClassSummary, FunctionSummary, Mo
 _EMPTY: frozenset[str] = frozenset()
 _BUILTINS = frozenset(dir(builtins))
 _MAX_ALIAS_HOPS = 8
+_MAX_VALUES = 16  # a location that may hold more is too imprecise to call through: unresolved
 _MAX_OUTSIDE_DEPTH = 6  # `?torch.nn.functional.relu`: dots in an outside name we still follow
 CallKey = tuple[str, int, int]  # (scope qualname, line, column) of a call
 
@@ -65,6 +66,7 @@ class ValueFlow:
         self._readers: dict[str, set[int]] = {}
         self._locations: dict[str, tuple[str, ...]] = {}
         self._resolved: dict[str, str | None] = {}
+        self._saturated: set[str] = set()
         self._chains: dict[str, tuple[ClassSummary, ...]] = {}
         self._current = -1
         self._eval: dict[str, Callable[[tuple], set[str] | frozenset[str]]] = {
@@ -121,6 +123,14 @@ class ValueFlow:
         readers.add(self._current)
         return self.values.get(location, _EMPTY)
 
+    def _saturate(self, location: str) -> None:
+        """A location that would hold more than `_MAX_VALUES` values holds none from now on:
+        a call through it is unresolved rather than a fan-out to everything (which on a large
+        project is also what makes a context-insensitive solve quadratic). What it already
+        passed on stays; nothing more flows through it."""
+        self._saturated.add(location)
+        self.values[location] = set()
+
     def _add(self, location: str, values: set[str] | frozenset[str]) -> None:
         if not values:
             return
@@ -131,9 +141,12 @@ class ValueFlow:
         held = self.values.get(location)
         if held is None:
             held = self.values[location] = set()
-        elif values <= held:
+        elif values <= held or location in self._saturated:
             return
         held |= values
+        if len(held) > _MAX_VALUES:
+            self._saturate(location)
+            return
         for reader in self._readers.get(location, ()):
             if reader not in self._queued:
                 self._queued.add(reader)

@@ -162,7 +162,7 @@ class ValueFlow:
             for location in self._aliases(target[1]):
                 self._add(location, values)
         elif tag == "a":
-            for holder in self.evaluate(target[1]):
+            for holder in tuple(self.evaluate(target[1])):
                 owner = holder[1:] if holder[0] == "!" else holder
                 if owner in self.names.classes:
                     self._add(f"{owner}.{target[2]}", values)
@@ -241,7 +241,7 @@ class ValueFlow:
     def _attribute(self, expr: tuple) -> set[str]:
         attr = expr[2]
         found: set[str] = set()
-        for holder in self.evaluate(expr[1]):
+        for holder in tuple(self.evaluate(expr[1])):
             first = holder[0]
             if first == "!":
                 self._instance_attribute(holder[1:], attr, holder, found, skip=None)
@@ -305,7 +305,7 @@ class ValueFlow:
         positional = [(a is not None and a[0] == "*", self.evaluate(a[1] if a and a[0] == "*" else a)) for a in args]
         keywords = [(name, self.evaluate(value)) for name, value in kwargs]
         result: set[str] = set()
-        for value in self.evaluate(callee):
+        for value in tuple(self.evaluate(callee)):
             if value[0] == "?":
                 self.outside.setdefault(key[0], set()).add(value[1:])
                 continue
@@ -379,7 +379,7 @@ class ValueFlow:
         """A decorator applied to a definition; one the project does not define keeps it."""
         _, decorator, value, key = expr
         decorated = self.evaluate(value)
-        if not any(self._target(v, set())[0] for v in self.evaluate(decorator)):
+        if not any(self._target(v, set())[0] for v in tuple(self.evaluate(decorator))):
             return decorated
         return self._call(("c", decorator, (value,), (), key, True)) or decorated
 
@@ -397,7 +397,7 @@ class ValueFlow:
     def _container_read(self, expr: tuple) -> set[str]:
         """`d.get(k)`, `d.values()`: what the receiver holds, unless it is an object with that method."""
         found: set[str] = set()
-        for value in self.evaluate(expr[1]):
+        for value in tuple(self.evaluate(expr[1])):
             cls = value[1:] if value[0] == "!" else value
             if cls in self.names.classes and self._method(cls, expr[2]) is not None:
                 continue
@@ -414,13 +414,13 @@ class ValueFlow:
         """`for x in value`: an object with __iter__ gives what its iterator's __next__ returns
         (both calls are edges); anything else is a container's elements, kept as they are."""
         found: set[str] = set()
-        for value in self.evaluate(expr[1]):
+        for value in tuple(self.evaluate(expr[1])):
             method = self._method(value[1:], "__iter__") if value[0] == "!" else None
             if method is None:
                 found.add(value)
                 continue
             self._protocol_call(method, value, expr[2])
-            for iterator in self._read(f"{method}.<return>"):
+            for iterator in tuple(self._read(f"{method}.<return>")):
                 following = self._method(iterator[1:], "__next__") if iterator[0] == "!" else None
                 if following is not None:
                     self._protocol_call(following, iterator, expr[2])

@@ -28,6 +28,10 @@ def run(fn, x):
 model = Model()
 model.forward(1)
 run(step, 2)
+
+
+def never_called(fn):
+    return fn(3)
 """
 
 HELPER = """\
@@ -44,5 +48,6 @@ def test_callgraph_prints_resolved_edges_in_pycg_shape(write_tree) -> None:
     assert graph["main"] == ["main.Model.__init__", "main.Model.forward", "main.run"]
     assert graph["main.Model.forward"] == ["main.Model.forward.inner"]  # `<locals>` dropped, as PyCG does
     assert graph["main.Model.forward.inner"] == ["helper.step"]
-    assert graph["main.run"] == []  # `fn(x)`: a parameter's value is known per call site, never guessed
+    assert graph["main.run"] == ["helper.step"]  # `fn(x)`: the value flow knows `run(step, 2)` passes step
+    assert graph["main.never_called"] == []  # nothing is passed to `fn`: unresolved, never guessed
     assert graph["helper.step"] == [] and "helper" in graph

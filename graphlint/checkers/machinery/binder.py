@@ -563,8 +563,13 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         target = self.call_target(call)
         if target is not None:
             self.record_call(target, call)
-        elif self.regions and self.record and not self.guarded:
+            return
+        if self.regions and self.record and not self.guarded:
             self.opaque(call.func, call, "call")
+        if self.record:
+            target = self.value_call(call)
+            if target is not None:
+                self.record_call(target, call)
 
     def _note_wrapper_return(self, value: ast.expr) -> None:
         """`def capture_to_graph(g): return torch.cuda.graph(g)` is itself a capture entry point."""

@@ -104,7 +104,7 @@ def _region_seeds(resolver: Resolver, path: str, summary: ModuleSummary, functio
         if not call.regions or resolver.active_region(summary, call.regions) is None:
             continue
         site = (CallSite(path, call.line, function.display),)
-        for callee in resolver.resolve_bound(call.target, {}):
+        for callee in resolver.call_callees(function, call, {}):
             yield _Seed(callee, GRAPH, site, resolver.callee_bindings(call, callee, {}))
 
 
@@ -130,7 +130,7 @@ def _parameter_bindings(resolver: Resolver, seeds: list[_Seed], log: ErrorLog) -
         with log.guard(path, function.line, f"following the calls of `{function.display}`"):
             own = bindings[current]
             for call in function.calls:
-                for callee in resolver.resolve_bound(call.target, own):
+                for callee in resolver.call_callees(function, call, own):
                     passed = resolver.callee_bindings(call, callee, own)
                     if callee not in bindings:
                         bindings[callee] = passed
@@ -158,16 +158,24 @@ def _add_calls(graph: nx.DiGraph, resolver: Resolver, bindings: dict[str, Bindin
             callees_seen: set[str] = set()
             for call in function.calls:
                 bound = isinstance(call.target, PARAMETER_TARGETS)
-                if bound and not own:
-                    continue  # nothing bound: a parameter call of code no capture passes a class to
-                callees = resolver.resolve_bound(call.target, own) if bound else resolver.resolve_target(call.target)
-                for callee in callees:
+                for callee in resolver.call_callees(function, call, own):
                     if callee not in callees_seen:
                         callees_seen.add(callee)
                         edges.append(
                             (qualname, callee, {"line": call.line, "bound": True} if bound else {"line": call.line})
                         )
     graph.add_edges_from(edges)
+    _add_flow_only_calls(graph, resolver)
+
+
+def _add_flow_only_calls(graph: nx.DiGraph, resolver: Resolver) -> None:
+    """Calls only the value flow sees (in lambdas, decorators, `map(f, ...)`), first line first."""
+    for (scope, line, _), callees in sorted(resolver.flow.extra.items()):
+        if scope not in resolver.functions:
+            continue
+        for callee in sorted(callees):
+            if callee in resolver.functions and not graph.has_edge(scope, callee):
+                graph.add_edge(scope, callee, line=line)
 
 
 def _add_roots(graph: nx.DiGraph, seeds: list[_Seed]) -> None:

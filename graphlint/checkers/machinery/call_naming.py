@@ -22,6 +22,7 @@ from graphlint.checkers.machinery.call_targets import (
     ParamCall,
     ParamMethodCall,
     SuperCall,
+    ValueCall,
 )
 from graphlint.checkers.machinery.model import COMPILE, GRAPH, EntryRef, OpaqueCall
 from graphlint.checkers.machinery.names import LIBRARY_ROOTS
@@ -44,6 +45,18 @@ class CallNaming:
             if container is not None and container.element:
                 return InstanceCall(container.element)
         return None
+
+    def value_call(self, call: ast.Call) -> ValueCall | None:
+        """A call `call_target` cannot name, left to the value flow; not a call of a library
+        function or of a method of a value whose kind is known (a tensor's, a stream's)."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and self.ty(func.value) is not None:
+            return None
+        name = self.resolve(func)
+        if name is not None and (name.partition(".")[0] in LIBRARY_ROOTS or "." not in name):
+            return None
+        line, column, _, _ = self.st.span(call)
+        return ValueCall(self.qualname, line, column)
 
     def _name_target(self, func: ast.Name) -> CallTarget | None:
         for walker in self.chain():
@@ -142,6 +155,8 @@ class CallNaming:
                 self._add_entry(target, call, kind)
             elif self.record:
                 self.opaque(element, call, COMPILE if kind == COMPILE else GRAPH)
+                line, column, _, _ = self.st.span(element)
+                self._add_entry(ValueCall(self.qualname, line, column), call, kind)  # the value flow's
 
     def _add_entry(self, target: CallTarget, call: ast.Call, kind: str) -> None:
         if self.record:

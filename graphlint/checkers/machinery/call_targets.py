@@ -144,7 +144,25 @@ class ParamMethodCall(_Target):
         return f"{self.param}.{self.name}"
 
 
-CallTarget = Union[FunctionTarget, MethodTarget, InstanceCall, SuperCall, ParamCall, ParamMethodCall]  # noqa: UP007 (runtime alias for 3.10)
+class ValueCall(_Target):
+    """A call (or a captured callable) the file cannot name, at ``line``/``column`` of the
+    function ``scope``: what it runs comes from the project's value flow (`value_flow`)."""
+
+    __slots__ = ()
+
+    def __new__(cls, scope: str, line: int, column: int) -> ValueCall:
+        return tuple.__new__(cls, ("value", scope, line, column))
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """The call site as the value flow names it."""
+        return (self[1], self[2], self[3])
+
+    def text(self) -> str:
+        return f"the value called at line {self[2]}"
+
+
+CallTarget = Union[FunctionTarget, MethodTarget, InstanceCall, SuperCall, ParamCall, ParamMethodCall, ValueCall]  # noqa: UP007 (runtime alias for 3.10)
 PARAMETER_TARGETS = (ParamCall, ParamMethodCall)  # resolved only with the caller's bindings
 
 

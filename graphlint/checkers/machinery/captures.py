@@ -13,8 +13,14 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from graphlint.checkers.machinery.call_targets import PARAMETER_TARGETS, CallTarget, FunctionTarget, MethodTarget
-from graphlint.checkers.machinery.model import COMPILE, CallRef, EntryRef, ModuleSummary, OpaqueCall
+from graphlint.checkers.machinery.call_targets import (
+    PARAMETER_TARGETS,
+    CallTarget,
+    FunctionTarget,
+    MethodTarget,
+    ValueCall,
+)
+from graphlint.checkers.machinery.model import COMPILE, CallRef, EntryRef, FunctionSummary, ModuleSummary, OpaqueCall
 from graphlint.checkers.machinery.names import LIBRARY_ROOTS
 from graphlint.checkers.machinery.project import Project
 
@@ -111,14 +117,19 @@ def _with_regions(project: Project, path: str, summary: ModuleSummary) -> list[C
             continue
         kind = "CUDA graph" if region.target is None else _wrapper_kind(project, region.target)
         found[region_id] = CaptureRegion(path, region.line, kind, region.label)
+    followed: set[tuple[str, int]] = set()  # (function, line) of calls the value flow resolved
+    texts = {(o.function, o.line): o.text for o in summary.opaque}  # how a ValueCall is written
     for function in summary.functions.values():
         for call in function.calls:
             region_id = project.active_region(summary, call.regions) if call.regions else None
             if region_id is not None:
-                _add(found[region_id].callables, _judge_call(project, call, function.display))
+                judged = _judge_call(project, call, function, texts.get((function.display, call.line)))
+                _add(found[region_id].callables, judged)
+                if judged is not None and isinstance(call.target, ValueCall):
+                    followed.add((function.display, call.line))
     for opaque in summary.opaque:
         region_id = project.active_region(summary, opaque.regions) if opaque.regions else None
-        if opaque.kind == "call" and region_id is not None:
+        if opaque.kind == "call" and region_id is not None and (opaque.function, opaque.line) not in followed:
             _add(found[region_id].callables, _judge_opaque(opaque))
     return list(found.values())
 
@@ -134,10 +145,15 @@ def _entry_regions(project: Project, path: str, summary: ModuleSummary) -> list[
             by_line[key] = CaptureRegion(path, line, shown, f"{label} in `{function}`")
         return by_line[key]
 
+    followed: set[tuple[str, int]] = set()  # (function, line) of captured values the flow resolved
+    texts = {(o.function, o.line): o.text for o in summary.opaque if o.kind != "call"}
     for entry in summary.entries:
-        _add(region_for(entry.line, entry.kind, entry.function).callables, _judge_entry(project, entry))
+        judged = _judge_entry(project, entry, texts.get((entry.function, entry.line)))
+        _add(region_for(entry.line, entry.kind, entry.function).callables, judged)
+        if judged is not None and isinstance(entry.target, ValueCall):
+            followed.add((entry.function, entry.line))
     for opaque in summary.opaque:
-        if opaque.kind != "call":
+        if opaque.kind != "call" and (opaque.function, opaque.line) not in followed:
             _add(region_for(opaque.line, opaque.kind, opaque.function).callables, _judge_opaque(opaque))
     return list(by_line.values())
 
@@ -177,15 +193,20 @@ def _wrapper_kind(project: Project, target: CallTarget) -> str:
     return "wrapper"
 
 
-def _judge_call(project: Project, call: CallRef, function: str) -> Captured | None:
+def _judge_call(project: Project, call: CallRef, function: FunctionSummary, text: str | None) -> Captured | None:
+    """What a call in a region runs; None for a library operation, and for a call only the
+    value flow could name that it did not resolve (its expression is an opaque call)."""
     target = call.target
     if isinstance(target, FunctionTarget) and target.name.partition(".")[0] in LIBRARY_ROOTS:
         return None  # an operation, not captured user code
-    if isinstance(target, PARAMETER_TARGETS):
-        return Captured(target.text(), OUTSIDE, f"a parameter of `{function}`")
-    targets = tuple(project.resolve_target(target))
+    targets = tuple(project.call_callees(function, call, {}))
     if targets:
-        return Captured(target.text(), RESOLVED, targets=targets)
+        shown = text if text is not None and isinstance(target, ValueCall) else target.text()
+        return Captured(shown, RESOLVED, targets=targets)
+    if isinstance(target, ValueCall):
+        return None
+    if isinstance(target, PARAMETER_TARGETS):
+        return Captured(target.text(), OUTSIDE, f"a parameter of `{function.display}`")
     if isinstance(target, FunctionTarget) and not _defined_here(project, target.name):
         return Captured(target.text(), OUTSIDE, _not_analysed(target.name))
     if isinstance(target, MethodTarget):
@@ -197,11 +218,14 @@ def _judge_call(project: Project, call: CallRef, function: str) -> Captured | No
     return Captured(target.text(), UNRESOLVED, "no definition found for this target")
 
 
-def _judge_entry(project: Project, entry: EntryRef) -> Captured:
+def _judge_entry(project: Project, entry: EntryRef, text: str | None) -> Captured | None:
     target = entry.target
     targets = tuple(project.resolve_target(target))
     if targets:
-        return Captured(target.text(), RESOLVED, targets=targets)
+        shown = text if text is not None and isinstance(target, ValueCall) else target.text()
+        return Captured(shown, RESOLVED, targets=targets)
+    if isinstance(target, ValueCall):
+        return None  # not followed: its expression is listed as an opaque captured callable
     if isinstance(target, FunctionTarget) and not _defined_here(project, target.name):
         return Captured(target.text(), OUTSIDE, _not_analysed(target.name))
     return Captured(target.text(), UNRESOLVED, "no definition found for this target")

@@ -146,6 +146,8 @@ class ModuleSummary:
     regions: list[Region] = field(default_factory=list)
     entries: list[EntryRef] = field(default_factory=list)
     opaque: list[OpaqueCall] = field(default_factory=list)
+    flow: list[tuple] = field(default_factory=list)  # value-flow facts (value_facts)
+    flow_defs: dict[str, tuple] = field(default_factory=dict)  # value-flow definitions (value_facts)
     suppressions: dict[int, Suppression] = field(default_factory=dict)
     skip_file: bool = False
     error: str | None = None  # GL000 reason

@@ -77,6 +77,7 @@ class ImportMap:
         self.module = module
         self.is_package = is_package
         self.names: dict[str, str] = {}
+        self.stars: list[str] = []  # modules imported with `from m import *`
 
     def _resolve_relative(self, level: int, target: str | None) -> str:
         base = self.module.split(".") if self.module else []
@@ -104,6 +105,7 @@ class ImportMap:
             source = self._resolve_relative(node.level, node.module)
         for alias in node.names:
             if alias.name == "*":
+                self.stars.append(source)
                 continue
             local = alias.asname or alias.name
             self.names[local] = f"{source}.{alias.name}" if source else alias.name

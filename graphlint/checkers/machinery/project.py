@@ -45,10 +45,10 @@ class Project(Resolver):
     ) -> None:
         """``summaries`` maps each display path to the summary of that file; ``codes`` are the
         enabled rules (all by default)."""
-        super().__init__(summaries, entry_points)
-        self.hooks: Hooks = hooks_for(static_codes() if codes is None else codes)
         self._log = ErrorLog()
         self.internal_errors: list[InternalError] = self._log.errors
+        super().__init__(summaries, entry_points, self._log)
+        self.hooks: Hooks = hooks_for(static_codes() if codes is None else codes)
         self._call_graph: CallGraph | None = None
 
     @property

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from graphlint.checkers.machinery.call_targets import (
+    PARAMETER_TARGETS,
     CallTarget,
     ClassArg,
     FunctionTarget,
@@ -20,10 +21,13 @@ from graphlint.checkers.machinery.call_targets import (
     ParamCall,
     ParamMethodCall,
     SuperCall,
+    ValueCall,
 )
 from graphlint.checkers.machinery.capture_classes import CaptureClasses
+from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.model import CallRef, ClassSummary, FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.script_imports import script_aliases
+from graphlint.checkers.machinery.value_flow import ValueFlow
 
 _MAX_ALIAS_HOPS = 8
 
@@ -34,9 +38,15 @@ Bindings = dict[str, set[str]]
 class Resolver:
     """Every analysed function and class by qualname, and the resolution of call targets."""
 
-    def __init__(self, summaries: dict[str, ModuleSummary], entry_points: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        summaries: dict[str, ModuleSummary],
+        entry_points: frozenset[str] = frozenset(),
+        log: ErrorLog | None = None,
+    ) -> None:
         """``summaries`` maps each display path to the summary of that file; ``entry_points``
-        are the configured capture entry points (dotted names)."""
+        are the configured capture entry points (dotted names); ``log`` collects internal
+        errors (GL002) of the value flow."""
         self.summaries = summaries
         self.entry_points = entry_points
         self.functions: dict[str, tuple[str, FunctionSummary]] = {}
@@ -54,6 +64,7 @@ class Resolver:
         for bare, full in script_aliases(self.modules, imported).items():
             self.aliases.setdefault(bare, full)  # `import helpers` beside helpers.py in a namespace folder
         self._resolved: dict[CallTarget, list[str]] = {}
+        self.flow = ValueFlow(self, log or ErrorLog())
         self._wrappers = self._find_wrappers()
         self.capture_classes = CaptureClasses(self.functions, self.resolve_target, self.method)
 
@@ -76,19 +87,19 @@ class Resolver:
 
     def method(self, class_qualname: str, name: str) -> str | None:
         """``name`` looked up along the class's bases (breadth first, project classes only)."""
-        for summary in self._class_chain(class_qualname):
+        for summary in self.class_chain(class_qualname):
             if name in summary.methods:
                 return summary.methods[name]
         return None
 
     def attribute_class(self, class_qualname: str, attr: str) -> str | None:
         """The class of the instance ``self.attr`` holds, looked up along the bases."""
-        for summary in self._class_chain(class_qualname):
+        for summary in self.class_chain(class_qualname):
             if attr in summary.attr_classes:
                 return self.resolve_name(summary.attr_classes[attr])
         return None
 
-    def _class_chain(self, class_qualname: str) -> Iterator[ClassSummary]:
+    def class_chain(self, class_qualname: str) -> Iterator[ClassSummary]:
         """The class and its project bases, breadth first, each once."""
         seen: set[str] = set()
         queue = deque([class_qualname])
@@ -128,6 +139,8 @@ class Resolver:
                 if found:
                     return [found]
             return []
+        if isinstance(target, ValueCall):
+            return sorted(q for q in self.flow.callees(target.key) if q in self.functions)
         if isinstance(target, MethodTarget):
             found = self.method(target.owner, target.name)
             if found:
@@ -153,6 +166,24 @@ class Resolver:
             classes = bindings.get(target.param, ())
             return sorted({q for cls in classes for q in self.resolve_target(MethodTarget(cls, target.name))})
         return self.resolve_target(target)
+
+    def call_callees(self, function: FunctionSummary, call: CallRef, bindings: Bindings) -> list[str]:
+        """What ``call`` in ``function`` runs: its named target (`resolve_bound`) and what the
+        value flow says its callee holds. A plain name the flow resolves is replaced by the
+        flow's answer (a decorator may have rebound it); other targets keep their own answer
+        and gain the flow's; a parameter call that captured code binds keeps those bindings
+        (context-sensitive where it matters, for reach), other parameter calls get the flow's
+        answer (what any caller passes)."""
+        named = self.resolve_bound(call.target, bindings)
+        if isinstance(call.target, ValueCall) or (named and isinstance(call.target, PARAMETER_TARGETS)):
+            return named  # a parameter bound by the captures that reach it: what they pass
+        flowed = self.flow.callees((function.qualname, call.line, call.column))
+        if not flowed:
+            return named
+        found = sorted(q for q in flowed if q in self.functions)
+        if isinstance(call.target, FunctionTarget) and found:
+            return found
+        return [*named, *(q for q in found if q not in named)]
 
     def callee_bindings(self, call: CallRef, callee: str, bindings: Bindings) -> Bindings:
         """Which classes the callee's parameters receive at this call, given the caller's own

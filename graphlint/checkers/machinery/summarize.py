@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from graphlint.checkers.machinery import replay_flow, runner_trace, stream_flow
+from graphlint.checkers.machinery import replay_flow, runner_trace, stream_flow, value_facts
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import hooks_for, static_codes
@@ -48,6 +48,7 @@ class FileSummarizer:
         self._prescan_file_facts()
         module_fn = FunctionWalker(st, f"{st.module}.<module>", "<module>", None, st.tree, outer=None)
         module_fn.walk_body(st.tree.body)
+        value_facts.record_facts(st)
         if st.hooks.listens_to(runner_trace.EVENTS):
             runner_trace.record(st)
         if st.hooks.listens_to(replay_flow.EVENTS):

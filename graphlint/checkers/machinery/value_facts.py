@@ -1,0 +1,640 @@
+"""The file phase of the value flow: one file's assignments of callables, classes and instances.
+
+PyCG's assignment graph, as facts the project phase solves (`value_flow`). A *location* is a
+dotted name: a module's global is `mod.x`, a function's local or parameter is
+`mod.f.<locals>.x` (so a nested function's qualname is the location holding it), a class or
+instance attribute is `mod.C.x` (a method's qualname is the class attribute holding it), and
+what a function returns is `mod.f.<return>`. An *expression* is a small tuple the solver
+evaluates to the set of values it may hold:
+
+    ("v", loc)                      the values at a location
+    ("g", dotted)                   an imported or re-exported name, followed project-wide
+    ("w", modules, name)            a name only a `from m import *` can have bound
+    ("d", qualname)                 a function, lambda or class object
+    ("i", class)                    an instance of a class (`self` in its methods)
+    ("n", expr)                     an instance of each class ``expr`` holds (an annotation)
+    ("a", expr, attr)               an attribute: an instance's or class's, a bound method
+    ("c", callee, args, kwargs, key, extra)   a call, its result; ``key`` (scope, line, column)
+                                    names the call site; ``extra`` for calls the binder never
+                                    names (lambda bodies, decorators, `map(f, ...)`)
+    ("k", decorator, value, key)    a decorator applied; an unresolved one leaves ``value``
+    ("p", expr, args, kwargs)       functools.partial: ``expr``'s functions, arguments bound
+    ("m", expr, method)             `d.get(...)`, `d.values()`: what the container holds
+    ("s", class, self_loc)          super() in a method of ``class``
+    ("r", expr, key)                `raise E`: ``E`` constructed
+    ("t", expr, key)                iterating: the elements, or __iter__ then __next__ of an object
+    ("u", expr, ...)                the union (containers are their elements, iteration and
+                                    indexing keep them: context- and index-insensitive)
+    ("e", expr, ...)                evaluated for the calls inside, no value
+    ("o", dotted, key)              a library call the flow knows (`list(...)`), as a call outside
+
+Facts are ("=", target, expr) (a target is a "v", "g" or "a" expression) and ("x", expr).
+Definitions are kept as `flow_defs`: qualname -> (params, positional count, *args, **kwargs,
+kind), kind "f" function, "m" method, "s" staticmethod, "c" classmethod, "p" property.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from graphlint.checkers.machinery.model import FunctionSummary
+from graphlint.checkers.machinery.module_state import ModuleState
+from graphlint.checkers.machinery.names import canonical, dotted_parts
+from graphlint.checkers.machinery.syntax import (
+    FUNCTION_NODES,
+    all_statements,
+    bound_names,
+    statements,
+)
+
+Expr = tuple
+# Calls that return what their arguments hold (containers, copies), by resolved name.
+PASSTHROUGH = frozenset(
+    {
+        "list",
+        "tuple",
+        "set",
+        "frozenset",
+        "dict",
+        "sorted",
+        "reversed",
+        "iter",
+        "next",
+        "enumerate",
+        "zip",
+        "copy.copy",
+        "copy.deepcopy",
+        "torch.nn.ModuleList",
+        "torch.nn.Sequential",
+        "torch.nn.ModuleDict",
+        "functools.wraps",
+        "staticmethod",
+        "classmethod",
+    }
+)
+PARTIAL = frozenset({"functools.partial"})
+CALLS_FIRST = frozenset({"map", "filter"})  # map(f, xs) calls f with the elements of xs
+CAPTURED_FIRST = frozenset({"torch.compile", "torch.cuda.make_graphed_callables"})
+STORE_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
+READ_METHODS = frozenset({"get", "pop", "values", "items", "copy", "setdefault", "popitem"})
+_DEFAULT_READS = frozenset({"get", "pop", "setdefault"})  # d.get(k, default): the default too
+
+
+@dataclass
+class _Scope:
+    """A module, class or function body: where its names live."""
+
+    qualname: str
+    kind: str  # "module" | "class" | "function"
+    parent: _Scope | None
+    names: set[str] = field(default_factory=set)
+    globals: set[str] = field(default_factory=set)
+    class_qualname: str | None = None  # a method's class (for super())
+    self_loc: str | None = None
+    key: str = ""  # the qualname the binder gives this scope's calls
+    extra: bool = False  # inside a lambda: the binder names none of its calls
+    lambdas: int = 0
+    versioned: frozenset[str] = frozenset()  # names bound only by top-level `name = ...`, twice or more
+    versions: dict[str, int] = field(default_factory=dict)  # the assignment each such name holds now
+
+    def loc(self, name: str) -> str:
+        if self.kind == "function":
+            return f"{self.qualname}.<locals>.{name}"
+        return f"{self.qualname}.{name}"
+
+
+class FactRecorder:
+    """Records one file's value-flow facts into its summary (`flow`, `flow_defs`)."""
+
+    def __init__(self, st: ModuleState) -> None:
+        self.st = st
+        self.module = st.module
+        self.facts: list[tuple] = []
+        self.defs: dict[str, tuple] = {}
+        self._strings: dict[str, str] = {}
+        self._expr = {
+            ast.Name: self._name_load,
+            ast.Attribute: self._attribute,
+            ast.Call: self._call,
+            ast.Lambda: self._lambda,
+            ast.Subscript: lambda scope, node: self._union(scope, [node.value], [node.slice]),
+            ast.Starred: lambda scope, node: self.ex(scope, node.value),
+            ast.Await: lambda scope, node: self.ex(scope, node.value),
+            ast.List: lambda scope, node: self._union(scope, node.elts),
+            ast.Tuple: lambda scope, node: self._union(scope, node.elts),
+            ast.Set: lambda scope, node: self._union(scope, node.elts),
+            ast.Dict: lambda scope, node: self._union(scope, node.values, [k for k in node.keys if k is not None]),
+            ast.IfExp: lambda scope, node: self._union(scope, [node.body, node.orelse], [node.test]),
+            ast.BoolOp: lambda scope, node: self._union(scope, node.values),
+            ast.NamedExpr: self._named,
+            ast.ListComp: self._comprehension,
+            ast.SetComp: self._comprehension,
+            ast.GeneratorExp: self._comprehension,
+            ast.DictComp: self._comprehension,
+            ast.Yield: self._yield,
+            ast.YieldFrom: self._yield,
+            ast.Constant: lambda scope, node: None,
+        }
+
+    def run(self) -> None:
+        st = self.st
+        scope = _Scope(self.module, "module", None, key=f"{self.module}.<module>")
+        scope.names = set(st.defs) | st.module_assigned | _loop_and_with_names(st.tree.body)
+        self._scope_body(scope, st.tree.body)
+        st.summary.flow = self.facts
+        st.summary.flow_defs = self.defs
+
+    def intern(self, text: str) -> str:
+        """One object per string, so the pickled summary stores each location once."""
+        return self._strings.setdefault(text, text)
+
+    # -- statements --------------------------------------------------------------------------
+    def _scope_body(self, scope: _Scope, body: list[ast.stmt]) -> None:
+        """A module's or function's statements. A name its top level rebinds (`a = dec1`,
+        then `a = dec2`) and nothing else binds gets one location per assignment, so a read
+        in the same scope sees the assignment before it (straight-line code runs in order)."""
+        counts: dict[str, int] = {}
+        for stmt in body:
+            if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+                for target in stmt.targets:
+                    counts[target.id] = counts.get(target.id, 0) + 1
+        repeated = {name for name, count in counts.items() if count > 1}
+        if repeated:
+            repeated -= scope.globals | _bound_elsewhere(body, scope.kind == "module")
+            scope.versioned = frozenset(repeated)
+        for stmt in body:
+            if scope.versioned and isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+                self._versioned_assign(scope, stmt)
+            else:
+                self._stmt(scope, stmt)
+
+    def _versioned_assign(self, scope: _Scope, stmt: ast.Assign) -> None:
+        value = self.ex(scope, stmt.value)
+        for target in stmt.targets:
+            where = self._name_store(scope, target.id)
+            if value is not None:
+                self.facts.append(("=", where, value))
+            if target.id in scope.versioned:
+                version = scope.versions[target.id] = scope.versions.get(target.id, 0) + 1
+                if value is not None:
+                    self.facts.append(("=", ("v", self.intern(f"{where[1]}#{version}")), value))
+
+    def _body(self, scope: _Scope, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            self._stmt(scope, stmt)
+
+    def _stmt(self, scope: _Scope, stmt: ast.stmt) -> None:
+        kind = type(stmt)
+        if kind is ast.Assign:
+            self._assign(scope, stmt.targets, stmt.value)
+        elif kind is ast.Expr:
+            self._effect(scope, stmt.value)
+        elif kind is ast.Return:
+            if stmt.value is not None:
+                self._returned(scope, self.ex(scope, stmt.value))
+        elif kind is ast.AnnAssign or kind is ast.AugAssign:
+            value = self.ex(scope, stmt.value) if stmt.value is not None else None
+            if kind is ast.AnnAssign and scope.kind != "module":
+                value = _join(value, self._annotation(scope, stmt.annotation))
+            self._store(scope, stmt.target, value)
+        elif kind is ast.For or kind is ast.AsyncFor:
+            self._store(scope, stmt.target, self._iterated(scope, stmt.iter))
+            self._body(scope, stmt.body)
+            self._body(scope, stmt.orelse)
+        elif kind in FUNCTION_NODES:
+            self._function(scope, stmt)
+        elif kind is ast.ClassDef:
+            self._class(scope, stmt)
+        elif kind is ast.Raise and stmt.exc is not None:
+            self._raise(scope, stmt.exc)
+        else:
+            self._compound(scope, stmt)
+
+    def _compound(self, scope: _Scope, stmt: ast.stmt) -> None:
+        """If, while, with, try, match, ...: their expressions for the calls, then their blocks."""
+        for name in ("test", "subject"):
+            node = getattr(stmt, name, None)
+            if node is not None:
+                self._effect(scope, node)
+        for item in getattr(stmt, "items", ()):
+            self._effect(scope, item.context_expr)
+        if isinstance(stmt, (ast.Delete, ast.Assert)):
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self._effect(scope, child)
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list):
+                self._body(scope, block)
+        for handler in getattr(stmt, "handlers", ()):
+            self._body(scope, handler.body)
+        for case in getattr(stmt, "cases", ()):
+            self._body(scope, case.body)
+
+    def _effect(self, scope: _Scope, node: ast.expr) -> None:
+        value = self.ex(scope, node)
+        if value is not None and value[0] != "v" and value[0] != "d":
+            self.facts.append(("x", value))
+
+    def _returned(self, scope: _Scope, value: Expr | None) -> None:
+        if value is not None and scope.kind == "function":
+            self.facts.append(("=", ("v", self.intern(f"{scope.qualname}.<return>")), value))
+
+    def _assign(self, scope: _Scope, targets: list[ast.expr], value_node: ast.expr) -> None:
+        elements = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) else None
+        pairwise = elements is not None and not any(isinstance(e, ast.Starred) for e in elements)
+        if pairwise and all(
+            isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) == len(elements) and not _starred(t) for t in targets
+        ):
+            values = [self.ex(scope, element) for element in elements]
+            for target in targets:
+                for inner, value in zip(target.elts, values, strict=True):
+                    self._store(scope, inner, value)
+            return
+        value = self.ex(scope, value_node)
+        for target in targets:
+            self._store(scope, target, value)
+
+    def _store(self, scope: _Scope, target: ast.expr, value: Expr | None) -> None:
+        if value is None:
+            if not isinstance(target, ast.Name):
+                self._effect(scope, target)  # x[f()] = 1, g().a = 1
+            return
+        kind = type(target)
+        if kind is ast.Name:
+            self.facts.append(("=", self._name_store(scope, target.id), value))
+        elif kind is ast.Attribute or kind is ast.Subscript:
+            base = self.ex(scope, target.value)
+            if kind is ast.Subscript:
+                self._effect(scope, target.slice)
+            if base is None or base[0] not in ("v", "g", "a"):
+                return
+            where = base if kind is ast.Subscript else _attribute(base, self.intern(target.attr))
+            self.facts.append(("=", where, value))
+        elif kind is ast.Tuple or kind is ast.List:
+            for element in target.elts:
+                self._store(scope, element, value)
+        elif kind is ast.Starred:
+            self._store(scope, target.value, value)
+
+    def _raise(self, scope: _Scope, exc: ast.expr) -> None:
+        value = self.ex(scope, exc)
+        if value is None:
+            return
+        if isinstance(exc, ast.Call):
+            self.facts.append(("x", value))
+        else:
+            self.facts.append(("x", ("r", value, self._key(scope, exc))))
+
+    # -- definitions ---------------------------------------------------------------------------
+    def _function(self, scope: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        qualname = self._def_qualname(scope, node.name)
+        kind = _method_kind(node) if scope.kind == "class" else "f"
+        inner = self._function_scope(scope, qualname, node.args, kind)
+        _local_names(node.body, inner.names, inner.globals)
+        if kind == "m" and inner.self_loc is not None:
+            self.facts.append(("=", ("v", inner.self_loc), ("i", scope.qualname)))
+        elif kind == "c" and inner.self_loc is not None:
+            self.facts.append(("=", ("v", inner.self_loc), ("d", scope.qualname)))
+        self.facts.append(("=", self._name_store(scope, node.name), self._decorated(scope, node, qualname)))
+        self._scope_body(inner, node.body)
+
+    def _decorated(
+        self, scope: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, qualname: str
+    ) -> Expr:
+        """The value a definition binds: the function or class, through its decorators (calls
+        the binder never names: the decorators and what they call)."""
+        saved, scope.extra = scope.extra, True
+        value: Expr = ("d", qualname)
+        for decorator in reversed(node.decorator_list):
+            applied = self.ex(scope, decorator)
+            if applied is not None:
+                value = ("k", applied, value, self._key(scope, decorator))
+        scope.extra = saved
+        return value
+
+    def _function_scope(self, scope: _Scope, qualname: str, args: ast.arguments, kind: str) -> _Scope:
+        """The scope of a function or lambda: its parameters, defaults and annotations bound."""
+        positional = [*args.posonlyargs, *args.args]
+        params = [a.arg for a in (*positional, *args.kwonlyargs)]
+        vararg = args.vararg.arg if args.vararg else ""
+        kwarg = args.kwarg.arg if args.kwarg else ""
+        self.defs[qualname] = (tuple(params), len(positional), vararg, kwarg, kind)
+        inner = _Scope(qualname, "function", scope, names={*params, vararg, kwarg} - {""}, key=qualname)
+        if scope.kind == "class" and kind in "mcp" and positional:
+            inner.self_loc = self.intern(inner.loc(positional[0].arg))
+            inner.class_qualname = scope.qualname
+        elif scope.kind == "function":
+            inner.class_qualname, inner.self_loc = scope.class_qualname, scope.self_loc  # super() in a closure
+        defaults = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
+        defaults += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+        saved, scope.extra = scope.extra, True  # the binder does not visit defaults
+        for arg, default in defaults:
+            value = self.ex(scope, default)
+            if value is not None:
+                self.facts.append(("=", ("v", self.intern(inner.loc(arg.arg))), value))
+        scope.extra = saved
+        for arg in (*positional, *args.kwonlyargs):
+            if arg.annotation is not None:
+                value = self._annotation(scope, arg.annotation)
+                if value is not None:
+                    self.facts.append(("=", ("v", self.intern(inner.loc(arg.arg))), value))
+        return inner
+
+    def _class(self, scope: _Scope, node: ast.ClassDef) -> None:
+        qualname = self._def_qualname(scope, node.name)
+        for base in node.bases:
+            self._effect(scope, base)
+        body_names = {n for s in node.body for n in _bound_by(s)}
+        inner = _Scope(
+            qualname, "class", scope, names=body_names, key=scope.key, extra=True
+        )  # the binder skips class bodies
+        self.facts.append(("=", self._name_store(scope, node.name), self._decorated(scope, node, qualname)))
+        self._body(inner, node.body)
+
+    def _def_qualname(self, scope: _Scope, name: str) -> str:
+        if scope.kind == "function":
+            return self.intern(f"{scope.qualname}.<locals>.{name}")
+        return self.intern(f"{scope.qualname}.{name}")
+
+    def _annotation(self, scope: _Scope, node: ast.expr) -> Expr | None:
+        """An annotation as a source of truth: `model: Transformer` holds a Transformer."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            return _join(self._annotation(scope, node.left), self._annotation(scope, node.right))
+        if isinstance(node, ast.Subscript):
+            outer = dotted_parts(node.value)
+            if outer and outer[-1] in ("Optional", "Union"):
+                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                found = None
+                for part in parts:
+                    found = _join(found, self._annotation(scope, part))
+                return found
+            return None
+        if dotted_parts(node) is None:
+            return None
+        named = self.ex(scope, node)
+        return ("n", named) if named is not None else None
+
+    # -- expressions ---------------------------------------------------------------------------
+    def ex(self, scope: _Scope, node: ast.expr | None) -> Expr | None:
+        """The expression tuple for ``node`` (None: it holds nothing the flow follows and
+        calls nothing)."""
+        if node is None:
+            return None
+        handler = self._expr.get(type(node))
+        if handler is not None:
+            return handler(scope, node)
+        children = [self.ex(scope, c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
+        children = [c for c in children if c is not None and c[0] not in ("v", "g", "d")]
+        return ("e", *children) if children else None
+
+    def _union(self, scope: _Scope, values: list[ast.expr], effects: list[ast.expr] = ()) -> Expr | None:
+        parts = [p for p in (self.ex(scope, v) for v in values) if p is not None]
+        parts += [p for p in (self.ex(scope, e) for e in effects) if p is not None and p[0] not in ("v", "g", "d")]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else ("u", *parts)
+
+    def _name_load(self, scope: _Scope, node: ast.Name) -> Expr | None:
+        name = node.id
+        current: _Scope | None = scope
+        own = True
+        while current is not None and current.kind != "module":
+            if name in current.globals:
+                break
+            if (own or current.kind == "function") and name in current.names:
+                version = current.versions.get(name) if own else None
+                suffix = f"#{version}" if version else ""
+                return ("v", self.intern(current.loc(name) + suffix))
+            own = False
+            current = current.parent
+        module = current if current is not None else scope
+        while module.parent is not None:
+            module = module.parent
+        if name in module.names:
+            version = module.versions.get(name) if module is scope else None
+            return ("v", self.intern(f"{self.module}.{name}#{version}" if version else f"{self.module}.{name}"))
+        dotted = self.st.resolve_parts([name])
+        if dotted:
+            return ("g", self.intern(dotted))
+        stars = self.st.imports.stars
+        return ("w", tuple(stars), name) if stars else None
+
+    def _name_store(self, scope: _Scope, name: str) -> Expr:
+        if name in scope.globals or scope.kind == "module":
+            return ("v", self.intern(f"{self.module}.{name}"))
+        return ("v", self.intern(scope.loc(name)))
+
+    def _attribute(self, scope: _Scope, node: ast.Attribute) -> Expr | None:
+        base = self.ex(scope, node.value)
+        if base is None:
+            return None
+        if base[0] == "g":
+            return ("g", self.intern(canonical(f"{base[1]}.{node.attr}")))
+        return _attribute(base, self.intern(node.attr))
+
+    def _named(self, scope: _Scope, node: ast.NamedExpr) -> Expr | None:
+        value = self.ex(scope, node.value)
+        scope.names.add(node.target.id)
+        self._store(scope, node.target, value)
+        return value
+
+    def _yield(self, scope: _Scope, node: ast.Yield | ast.YieldFrom) -> Expr | None:
+        self._returned(scope, self.ex(scope, node.value))
+        return None
+
+    def _comprehension(self, scope: _Scope, node: ast.expr) -> Expr | None:
+        for generator in node.generators:
+            scope.names.update(bound_names(generator.target))
+            self._store(scope, generator.target, self._iterated(scope, generator.iter))
+            for test in generator.ifs:
+                self._effect(scope, test)
+        if isinstance(node, ast.DictComp):
+            return self._union(scope, [node.value], [node.key])
+        return self.ex(scope, node.elt)
+
+    def _iterated(self, scope: _Scope, node: ast.expr) -> Expr | None:
+        """What `for x in node` binds: the elements, or what an iterator object's __next__ returns."""
+        value = self.ex(scope, node)
+        return ("t", value, self._key(scope, node)) if value is not None else None
+
+    def _lambda(self, scope: _Scope, node: ast.Lambda) -> Expr:
+        scope.lambdas += 1
+        name = f"<lambda{scope.lambdas}>"
+        qualname = self._def_qualname(scope, name)
+        inner = self._function_scope(scope, qualname, node.args, "f")
+        inner.extra = True
+        self._returned(inner, self.ex(inner, node.body))
+        functions = self.st.summary.functions
+        if qualname not in functions:
+            display = qualname.removeprefix(f"{self.module}.")
+            functions[qualname] = FunctionSummary(qualname, display, node.lineno, list(self.defs[qualname][0]))
+        return ("d", qualname)
+
+    def _key(self, scope: _Scope, node: ast.AST) -> tuple[str, int, int]:
+        line, column, _, _ = self.st.span(node)
+        return (scope.key, line, column)
+
+    def _call(self, scope: _Scope, node: ast.Call) -> Expr | None:
+        callee = self.ex(scope, node.func)
+        args = tuple(self._argument(scope, a) for a in node.args)
+        kwargs = tuple((kw.arg, self.ex(scope, kw.value)) for kw in node.keywords)
+        name = callee[1] if callee is not None and callee[0] == "g" else None
+        if name is not None:
+            special = self._library_call(scope, node, name, args, kwargs)
+            if special is not None:
+                outside = ("o", name, self._key(scope, node))
+                return ("u", outside, special[0]) if special[0] is not None else ("e", outside)
+        call = ("c", callee, args, kwargs, self._key(scope, node), scope.extra)
+        if callee is None:
+            effects = [a for a in args if a is not None] + [v for _, v in kwargs if v is not None]
+            return ("e", *effects) if effects else None
+        if callee[0] == "a" and isinstance(node.func, ast.Attribute):
+            return self._method_call(node.func, call, args)
+        return call
+
+    def _argument(self, scope: _Scope, node: ast.expr) -> Expr | None:
+        value = self.ex(scope, node)
+        return ("*", value) if isinstance(node, ast.Starred) and value is not None else value
+
+    def _library_call(
+        self, scope: _Scope, node: ast.Call, name: str, args: tuple, kwargs: tuple
+    ) -> tuple[Expr | None] | None:
+        """A call of a library function the flow knows: what it returns, as a 1-tuple."""
+        values = [a[1] if a[0] == "*" else a for a in args if a is not None]
+        values += [v for _, v in kwargs if v is not None]
+        if name == "super":
+            if scope.class_qualname is None or scope.self_loc is None:
+                return (None,)
+            return (("s", scope.class_qualname, scope.self_loc),)
+        if name in PASSTHROUGH:
+            return (("u", *values) if values else None,)
+        if name in PARTIAL and args and args[0] is not None:
+            return (("p", args[0], args[1:], kwargs),)
+        if name in CALLS_FIRST and len(args) > 1 and args[0] is not None:
+            elements = ("u", *[a for a in args[1:] if a is not None])
+            return (("c", args[0], (elements,), (), self._key(scope, node), True),)
+        if name in CAPTURED_FIRST and args and args[0] is not None:
+            first = node.args[0]
+            for element in first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]:
+                value = self.ex(scope, element)
+                if value is not None:  # what calling the captured callable runs (binder: EntryRef)
+                    self.facts.append(("x", ("c", value, (), (), self._key(scope, element), False)))
+        return None
+
+    def _method_call(self, func: ast.Attribute, call: Expr, args: tuple) -> Expr:
+        receiver = call[1][1]
+        method = func.attr
+        if method in STORE_METHODS and receiver[0] in ("v", "g", "a"):
+            stored = [a[1] if a[0] == "*" else a for a in args if a is not None]
+            if stored:
+                self.facts.append(("=", receiver, stored[0] if len(stored) == 1 else ("u", *stored)))
+        if method in READ_METHODS:
+            defaults = [a for a in args[1:] if a is not None] if method in _DEFAULT_READS else []
+            return ("u", call, ("m", receiver, self.intern(method)), *defaults)
+        return call
+
+
+def record_facts(st: ModuleState) -> None:
+    """Record the value-flow facts of the file ``st`` holds into its summary."""
+    FactRecorder(st).run()
+
+
+def _attribute(base: Expr, attr: str) -> Expr:
+    return ("a", base, attr)
+
+
+def _join(first: Expr | None, second: Expr | None) -> Expr | None:
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return ("u", first, second)
+
+
+def _local_names(body: list[ast.stmt], names: set[str], declared: set[str]) -> None:
+    """One pass over a function's statements: the names it binds (as `assigned_names`, imports
+    too) into ``names``, its `global`/`nonlocal` names into ``declared``."""
+    for stmt in statements(body):
+        kind = type(stmt)
+        if kind is ast.Assign:
+            for target in stmt.targets:
+                names.update(bound_names(target))
+        elif kind in (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor):
+            names.update(bound_names(stmt.target))
+        elif kind is ast.With or kind is ast.AsyncWith:
+            names.update(n for item in stmt.items if item.optional_vars for n in bound_names(item.optional_vars))
+        elif kind in FUNCTION_NODES or kind is ast.ClassDef:
+            names.add(stmt.name)
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            declared.update(stmt.names)
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names if a.name != "*")
+        elif hasattr(stmt, "handlers"):  # try, and try/except* where the grammar has it
+            names.update(h.name for h in stmt.handlers if h.name)
+
+
+def _bound_elsewhere(body: list[ast.stmt], module: bool) -> set[str]:
+    """Names bound other than by a top-level `name = ...` of ``body`` (in blocks, loops,
+    definitions; for a module, also by `global` in its functions)."""
+    names: set[str] = set()
+    top = {id(s) for s in body if isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets)}
+    for stmt in all_statements(body) if module else statements(body):
+        if id(stmt) in top:
+            continue
+        if isinstance(stmt, (ast.Global, ast.Nonlocal)):
+            names.update(stmt.names)
+        elif isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            names.update(n for t in stmt.targets for n in bound_names(t))
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            names.update(bound_names(stmt.target))
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            names.update(n for item in stmt.items if item.optional_vars for n in bound_names(item.optional_vars))
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+        names.update(h.name for h in getattr(stmt, "handlers", ()) if h.name)
+    return names
+
+
+def _loop_and_with_names(body: list[ast.stmt]) -> set[str]:
+    """Names a module binds by `for` and `with` (its assignments are `module_assigned`)."""
+    names: set[str] = set()
+    for stmt in statements(body):
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            names.update(bound_names(stmt.target))
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    names.update(bound_names(item.optional_vars))
+    return names
+
+
+def _starred(target: ast.Tuple | ast.List) -> bool:
+    return any(isinstance(e, ast.Starred) for e in target.elts)
+
+
+def _method_kind(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    for decorator in node.decorator_list:
+        name = decorator.id if isinstance(decorator, ast.Name) else getattr(decorator, "attr", "")
+        if name in ("staticmethod", "classmethod", "property", "cached_property"):
+            return {"staticmethod": "s", "classmethod": "c"}.get(name, "p")
+    return "m"
+
+
+def _bound_by(stmt: ast.stmt) -> list[str]:
+    """Names a class-body statement binds."""
+    if isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
+        return [stmt.name]
+    if isinstance(stmt, ast.Assign):
+        return [n for t in stmt.targets for n in bound_names(t)]
+    if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        return list(bound_names(stmt.target))
+    return []

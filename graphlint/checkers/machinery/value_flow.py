@@ -1,0 +1,446 @@
+"""The project phase of the value flow: which callables, classes and instances each location
+holds, solved to a least fixed point over every file's facts (`value_facts`).
+
+Context-insensitive, like PyCG: a parameter holds what any caller passes, an attribute what
+any method stores, a container everything put in it. A value is a string: a function,
+lambda or class qualname; ``!C`` an instance of class ``C``; ``~m`` the method ``m`` bound
+to an instance (calling it passes ``self``); ``^O^C`` what super() gives in a method of
+``O`` on an instance of ``C``; ``?name`` something outside the project (a builtin, a
+library), which calling is a leaf of the exported graph and nothing more. A worklist re-evaluates a fact whenever a location it read
+gains values, so the result is the same whatever the order.
+
+What a call site runs (`callees`) is the union over the callee's values; a call whose
+callee holds nothing the project defines runs nothing here (unresolved, never guessed).
+"""
+
+from __future__ import annotations
+
+import builtins
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from graphlint.checkers.machinery.internal_errors import ErrorLog
+from graphlint.checkers.machinery.model import ClassSummary, FunctionSummary, ModuleSummary
+
+_EMPTY: frozenset[str] = frozenset()
+_BUILTINS = frozenset(dir(builtins))
+_MAX_ALIAS_HOPS = 8
+_MAX_VALUES = 16  # a location that may hold more is too imprecise to call through: unresolved
+_MAX_OUTSIDE_DEPTH = 6  # `?torch.nn.functional.relu`: dots in an outside name we still follow
+CallKey = tuple[str, int, int]  # (scope qualname, line, column) of a call
+
+
+class ProjectNames(Protocol):
+    """What the flow asks of the project's name resolution (`resolution.Resolver`)."""
+
+    summaries: dict[str, ModuleSummary]
+    functions: dict[str, tuple[str, FunctionSummary]]
+    classes: dict[str, ClassSummary]
+    aliases: dict[str, str]
+
+    def resolve_name(self, dotted: str) -> str | None: ...
+
+    def class_chain(self, class_qualname: str) -> Iterator[ClassSummary]: ...
+
+
+class ValueFlow:
+    """The solved value flow of a project: the values at each location and each call's callees."""
+
+    def __init__(self, names: ProjectNames, log: ErrorLog) -> None:
+        self.names = names
+        self.defs: dict[str, tuple] = {}
+        facts: list[tuple] = []
+        self._files: list[tuple[int, str]] = []  # (index of the file's first fact, its path)
+        for path, summary in sorted(names.summaries.items()):
+            self.defs.update(summary.flow_defs)
+            self._files.append((len(facts), path))
+            facts.extend(summary.flow)
+        self._log = log
+        self.values: dict[str, set[str]] = {}
+        self.calls: dict[CallKey, set[str]] = {}
+        self.extra: dict[CallKey, set[str]] = {}  # calls the binder never names (lambdas, decorators)
+        self.outside: dict[str, set[str]] = {}  # scope -> names it calls outside the project
+        self._modules = {summary.module for summary in names.summaries.values()}
+        self._readers: dict[str, set[int]] = {}
+        self._locations: dict[str, tuple[str, ...]] = {}
+        self._resolved: dict[str, str | None] = {}
+        self._saturated: set[str] = set()
+        self._chains: dict[str, tuple[ClassSummary, ...]] = {}
+        self._current = -1
+        self._eval: dict[str, Callable[[tuple], set[str] | frozenset[str]]] = {
+            "v": lambda e: self._read(e[1]),
+            "g": lambda e: self._global(e[1]),
+            "w": self._star_imported,
+            "d": lambda e: {e[1]},
+            "i": lambda e: {"!" + e[1]},
+            "n": self._instances,
+            "a": self._attribute,
+            "c": self._call,
+            "k": self._decorate,
+            "p": self._partial,
+            "m": self._container_read,
+            "s": self._super,
+            "r": self._raise,
+            "t": self._iterate,
+            "o": self._outside_call,
+            "u": self._union,
+            "e": self._effects,
+            "*": lambda e: self.evaluate(e[1]),  # a starred argument: its elements
+        }
+        self._solve(facts)
+
+    def callees(self, key: CallKey) -> set[str]:
+        """The functions the call at ``key`` runs (empty: unresolved)."""
+        return self.calls.get(key, _EMPTY)
+
+    # -- the worklist ------------------------------------------------------------------------
+    def _solve(self, facts: list[tuple]) -> None:
+        self._facts = facts
+        queue = deque(range(len(facts)))
+        self._queue = queue
+        self._queued = set(queue)
+        while queue:
+            index = queue.popleft()
+            self._queued.discard(index)
+            self._current = index
+            fact = facts[index]
+            try:
+                if fact[0] == "=":
+                    self._assign(fact[1], self.evaluate(fact[2]))
+                else:
+                    self.evaluate(fact[1])
+            except Exception:  # a GL002 for the file, not a failed run: the other facts still count
+                path = self._files[bisect_right(self._files, (index, "\uffff")) - 1][1]
+                with self._log.guard(path, 1, "following the values of the file's assignments"):
+                    raise
+
+    def _read(self, location: str) -> set[str] | frozenset[str]:
+        readers = self._readers.get(location)
+        if readers is None:
+            readers = self._readers[location] = set()
+        readers.add(self._current)
+        return self.values.get(location, _EMPTY)
+
+    def _saturate(self, location: str) -> None:
+        """A location that would hold more than `_MAX_VALUES` values holds none from now on:
+        a call through it is unresolved rather than a fan-out to everything (which on a large
+        project is also what makes a context-insensitive solve quadratic). What it already
+        passed on stays; nothing more flows through it."""
+        self._saturated.add(location)
+        self.values[location] = set()
+
+    def _add(self, location: str, values: set[str] | frozenset[str]) -> None:
+        if not values:
+            return
+        if any(v[0] == "?" for v in values):
+            values = {v for v in values if v[0] != "?"}  # outside values are leaves, never stored
+            if not values:
+                return
+        held = self.values.get(location)
+        if held is None:
+            held = self.values[location] = set()
+        elif values <= held or location in self._saturated:
+            return
+        held |= values
+        if len(held) > _MAX_VALUES:
+            self._saturate(location)
+            return
+        for reader in self._readers.get(location, ()):
+            if reader not in self._queued:
+                self._queued.add(reader)
+                self._queue.append(reader)
+
+    def _assign(self, target: tuple, values: set[str] | frozenset[str]) -> None:
+        if not values:
+            return
+        tag = target[0]
+        if tag == "v":
+            self._add(target[1], values)
+        elif tag == "g":
+            for location in self._aliases(target[1]):
+                self._add(location, values)
+        elif tag == "a":
+            for holder in tuple(self.evaluate(target[1])):
+                owner = holder[1:] if holder[0] == "!" else holder
+                if owner in self.names.classes:
+                    self._add(f"{owner}.{target[2]}", values)
+
+    def evaluate(self, expr: tuple | None) -> set[str] | frozenset[str]:
+        """The values ``expr`` may hold (recording the locations read, for the worklist)."""
+        if expr is None:
+            return _EMPTY
+        return self._eval[expr[0]](expr)
+
+    # -- names -------------------------------------------------------------------------------
+    def _global(self, dotted: str) -> set[str] | frozenset[str]:
+        """A name imported or defined at module level: what it is bound to project-wide; an
+        attribute of what its prefix holds (`smth.func` where `smth` is an instance); or, for
+        a name outside the project, the outside value ``?name``."""
+        resolved = self._resolve(dotted)
+        if resolved is not None and resolved not in self.defs and resolved not in self.names.classes:
+            return {resolved}
+        found: set[str] = set()
+        for location in self._aliases(dotted):
+            found |= self._read(location)
+        if found or dotted in self._modules:
+            return found
+        if resolved is not None:
+            return _EMPTY if resolved in self.defs else {resolved}  # a class only the binder saw
+        head, _, attr = dotted.rpartition(".")
+        if not head:
+            return {f"?<builtin>.{dotted}" if dotted in _BUILTINS else "?" + dotted}
+        return self._attribute(("a", ("g", head), attr))
+
+    def _star_imported(self, expr: tuple) -> set[str]:
+        """A name a `from m import *` may bind: what the project's modules ``m`` define by it."""
+        found: set[str] = set()
+        for module in expr[1]:
+            if module in self._modules:
+                found |= {v for v in self._global(f"{module}.{expr[2]}") if v[0] != "?"}
+        return found
+
+    def _resolve(self, dotted: str) -> str | None:
+        """`Resolver.resolve_name`, memoised: the solver asks for the same names again and again."""
+        try:
+            return self._resolved[dotted]
+        except KeyError:
+            found = self._resolved[dotted] = self.names.resolve_name(dotted)
+            return found
+
+    def _chain(self, cls: str) -> tuple[ClassSummary, ...]:
+        """The class and its project bases (`Resolver.class_chain`), memoised."""
+        try:
+            return self._chains[cls]
+        except KeyError:
+            found = self._chains[cls] = tuple(self.names.class_chain(cls))
+            return found
+
+    def _aliases(self, dotted: str) -> tuple[str, ...]:
+        """``dotted`` and the names it re-exports, followed like `Resolver.resolve_name`."""
+        found = self._locations.get(dotted)
+        if found is not None:
+            return found
+        aliases = self.names.aliases
+        chain = [dotted]
+        current = dotted
+        for _ in range(_MAX_ALIAS_HOPS):
+            head, _, tail = current.rpartition(".")
+            if current in aliases and aliases[current] != current:
+                current = aliases[current]
+            elif head in aliases and aliases[head] != head:
+                current = f"{aliases[head]}.{tail}"
+            else:
+                break
+            chain.append(current)
+        found = self._locations[dotted] = tuple(chain)
+        return found
+
+    # -- attributes ----------------------------------------------------------------------------
+    def _attribute(self, expr: tuple) -> set[str]:
+        attr = expr[2]
+        found: set[str] = set()
+        for holder in tuple(self.evaluate(expr[1])):
+            first = holder[0]
+            if first == "!":
+                self._instance_attribute(holder[1:], attr, holder, found, skip=None)
+            elif first == "^":
+                _, owner, cls = holder.split("^")
+                self._instance_attribute(cls, attr, "!" + cls, found, skip=owner)
+            elif holder in self.names.classes:
+                self._class_attribute(holder, attr, found)
+            elif first == "?" and holder.count(".") < _MAX_OUTSIDE_DEPTH:
+                found.add(f"{holder}.{attr}")  # bounded: `node = node.next` would never end
+        return found
+
+    def _instance_attribute(self, cls: str, attr: str, instance: str, found: set[str], skip: str | None) -> None:
+        """``instance.attr`` along the bases of ``cls`` (after ``skip``, for super())."""
+        for summary in self._chain(cls):
+            if skip is not None:
+                if summary.qualname == skip:
+                    skip = None
+                continue
+            method = summary.methods.get(attr)
+            if method is None:
+                found |= self._read(f"{summary.qualname}.{attr}")
+                continue
+            kind = self.defs.get(method, ((), 0, "", "", "m"))[4]
+            if kind == "s":
+                found.add(method)
+            elif kind == "p":
+                self._bind_self(method, instance)
+                found |= self._read(f"{method}.<return>")
+            else:
+                self._bind_self(method, summary.qualname if kind == "c" else instance)
+                found.add("~" + method)
+            return
+
+    def _class_attribute(self, cls: str, attr: str, found: set[str]) -> None:
+        for summary in self._chain(cls):
+            method = summary.methods.get(attr)
+            if method is not None:
+                kind = self.defs.get(method, ((), 0, "", "", "m"))[4]
+                if kind == "c":
+                    self._bind_self(method, cls)
+                found.add("~" + method if kind == "c" else method)
+                return
+            found |= self._read(f"{summary.qualname}.{attr}")
+
+    def _bind_self(self, method: str, value: str) -> None:
+        params = self.defs.get(method)
+        if params and params[0]:
+            self._add(f"{method}.<locals>.{params[0][0]}", {value})
+
+    def _instances(self, expr: tuple) -> set[str]:
+        return {"!" + v for v in self.evaluate(expr[1]) if v in self.names.classes}
+
+    def _super(self, expr: tuple) -> set[str]:
+        owner = expr[1]
+        return {f"^{owner}^{v[1:]}" for v in self._read(expr[2]) if v[0] == "!"}
+
+    # -- calls ---------------------------------------------------------------------------------
+    def _call(self, expr: tuple) -> set[str]:
+        _, callee, args, kwargs, key, extra = expr
+        positional = [(a is not None and a[0] == "*", self.evaluate(a[1] if a and a[0] == "*" else a)) for a in args]
+        keywords = [(name, self.evaluate(value)) for name, value in kwargs]
+        result: set[str] = set()
+        for value in tuple(self.evaluate(callee)):
+            if value[0] == "?":
+                self.outside.setdefault(key[0], set()).add(value[1:])
+                continue
+            target, shift = self._target(value, result)
+            if target is None:
+                continue
+            (self.extra if extra else self.calls).setdefault(key, set()).add(target)
+            self._bind(target, shift, positional, keywords)
+            result |= self._read(f"{target}.<return>")
+        return result
+
+    def _outside_call(self, expr: tuple) -> frozenset[str]:
+        """A library call the flow models (`list(...)`): a call outside the project too."""
+        for value in self._global(expr[1]):
+            if value[0] == "?":
+                self.outside.setdefault(expr[2][0], set()).add(value[1:])
+        return _EMPTY
+
+    def _target(self, value: str, result: set[str]) -> tuple[str | None, int]:
+        """The function calling ``value`` runs, and how many leading parameters it fills itself."""
+        first = value[0]
+        if first == "~":
+            return value[1:], 1
+        if first == "!":
+            cls = value[1:]
+            method = self._method(cls, "forward") or self._method(cls, "__call__")
+            if method is not None:
+                self._bind_self(method, value)
+            return method, 1
+        if first == "^":
+            return None, 0
+        if value in self.names.classes:
+            result.add("!" + value)
+            init = self._method(value, "__init__")
+            if init is not None:
+                self._bind_self(init, "!" + value)
+            return init, 1
+        if value in self.defs or value in self.names.functions:
+            return value, 0
+        return None, 0
+
+    def _method(self, cls: str, name: str) -> str | None:
+        for summary in self._chain(cls):
+            if name in summary.methods:
+                return summary.methods[name]
+        return None
+
+    def _bind(self, target: str, shift: int, positional: list, keywords: list) -> None:
+        """Arguments flow into the parameters of ``target`` (context-insensitive)."""
+        spec = self.defs.get(target)
+        if spec is None:
+            return
+        params, count, vararg, kwarg, _ = spec
+        for index, (starred, values) in enumerate(positional):
+            slot = index + shift
+            if starred or slot >= count:
+                if vararg:
+                    self._add(f"{target}.<locals>.{vararg}", values)
+                if starred:
+                    for param in params[slot:count]:
+                        self._add(f"{target}.<locals>.{param}", values)
+                continue
+            self._add(f"{target}.<locals>.{params[slot]}", values)
+        for name, values in keywords:
+            if name is not None and name in params:
+                self._add(f"{target}.<locals>.{name}", values)
+            elif kwarg:
+                self._add(f"{target}.<locals>.{kwarg}", values)
+
+    def _decorate(self, expr: tuple) -> set[str] | frozenset[str]:
+        """A decorator applied to a definition; one the project does not define keeps it."""
+        _, decorator, value, key = expr
+        decorated = self.evaluate(value)
+        if not any(self._target(v, set())[0] for v in tuple(self.evaluate(decorator))):
+            return decorated
+        return self._call(("c", decorator, (value,), (), key, True)) or decorated
+
+    def _partial(self, expr: tuple) -> set[str] | frozenset[str]:
+        _, func, args, kwargs = expr
+        functions = self.evaluate(func)
+        positional = [(a is not None and a[0] == "*", self.evaluate(a[1] if a and a[0] == "*" else a)) for a in args]
+        keywords = [(name, self.evaluate(value)) for name, value in kwargs]
+        for value in functions:
+            target, shift = self._target(value, set())
+            if target is not None and value[0] != "!" and value not in self.names.classes:
+                self._bind(target, shift, positional, keywords)
+        return functions
+
+    def _container_read(self, expr: tuple) -> set[str]:
+        """`d.get(k)`, `d.values()`: what the receiver holds, unless it is an object with that method."""
+        found: set[str] = set()
+        for value in tuple(self.evaluate(expr[1])):
+            cls = value[1:] if value[0] == "!" else value
+            if cls in self.names.classes and self._method(cls, expr[2]) is not None:
+                continue
+            found.add(value)
+        return found
+
+    def _raise(self, expr: tuple) -> set[str]:
+        classes = {v for v in self.evaluate(expr[1]) if v in self.names.classes}
+        if classes:
+            self._call(("c", ("u", *[("d", c) for c in sorted(classes)]), (), (), expr[2], True))
+        return set()
+
+    def _iterate(self, expr: tuple) -> set[str]:
+        """`for x in value`: an object with __iter__ gives what its iterator's __next__ returns
+        (both calls are edges); anything else is a container's elements, kept as they are."""
+        found: set[str] = set()
+        for value in tuple(self.evaluate(expr[1])):
+            method = self._method(value[1:], "__iter__") if value[0] == "!" else None
+            if method is None:
+                found.add(value)
+                continue
+            self._protocol_call(method, value, expr[2])
+            for iterator in tuple(self._read(f"{method}.<return>")):
+                following = self._method(iterator[1:], "__next__") if iterator[0] == "!" else None
+                if following is not None:
+                    self._protocol_call(following, iterator, expr[2])
+                    found |= self._read(f"{following}.<return>")
+        return found
+
+    def _protocol_call(self, method: str, instance: str, key: CallKey) -> None:
+        """A call Python makes itself (iteration): an edge the binder never names."""
+        self._bind_self(method, instance)
+        self.extra.setdefault(key, set()).add(method)
+
+    def _union(self, expr: tuple) -> set[str] | frozenset[str]:
+        if len(expr) == 2:
+            return self.evaluate(expr[1])
+        found: set[str] = set()
+        for part in expr[1:]:
+            found |= self.evaluate(part)
+        return found
+
+    def _effects(self, expr: tuple) -> frozenset[str]:
+        for part in expr[1:]:
+            self.evaluate(part)
+        return _EMPTY

@@ -1,0 +1,223 @@
+"""The value flow of callables: which functions a call runs when the callee is a value that
+was stored, passed, returned or decorated (`value_facts` records, `value_flow` solves)."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from graphlint.checkers.machinery.callgraph_json import call_graph
+from graphlint.config import ConfigResolver
+from graphlint.engine import CheckOptions, load_project
+
+
+def _graph(write_tree, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> dict[str, list[str]]:
+    root: Path = write_tree(files)
+    monkeypatch.chdir(root)
+    _, project = load_project(["."], ConfigResolver(cwd=root), CheckOptions(jobs=1, cache_dir=None))
+    return call_graph(project)
+
+
+HELD = """\
+import functools
+
+
+def target(x):
+    return x
+
+
+def other(x):
+    return x
+
+
+class Holder:
+    def __init__(self, func):
+        self.func = func
+
+    def run(self, x):
+        return self.func(x)
+
+
+def make():
+    def made(x):
+        return x
+
+    return made
+
+
+def apply(fn, x):
+    return fn(x)
+
+
+class Model:
+    def loss(self, x):
+        return x
+
+
+Holder(target).run(1)
+part = functools.partial(other, 2)
+part()
+made = make()
+made(3)
+apply(Model().loss, 4)
+table = {"a": target}
+table["a"](5)
+"""
+
+
+def test_a_callable_stored_passed_returned_or_held_in_a_container_is_followed(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": HELD})
+    assert graph["main.Holder.run"] == ["main.target"]  # self.func set in __init__
+    assert graph["main.apply"] == ["main.Model.loss"]  # a bound method passed as an argument
+    assert {"main.other", "main.make.made", "main.target"} <= set(graph["main"])  # partial, factory, dict
+    assert "functools.partial" in graph["main"]  # a call outside the project is a leaf
+
+
+DECORATED = """\
+def keeps(f):
+    return f
+
+
+def wraps(f):
+    def wrapper():
+        return f()
+
+    return wrapper
+
+
+@keeps
+def plain():
+    pass
+
+
+@wraps
+def wrapped():
+    pass
+
+
+def caller():
+    plain()
+    wrapped()
+"""
+
+
+def test_a_decorator_that_returns_a_new_function_redirects_the_call(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": DECORATED})
+    assert graph["main.caller"] == ["main.plain", "main.wraps.wrapper"]
+    assert graph["main.wraps.wrapper"] == ["main.wrapped"]
+    assert graph["main"] == ["main.keeps", "main.wraps"]  # decorators run where the function is defined
+
+
+MRO = """\
+class Base:
+    def __init__(self):
+        self.hook = self.default
+
+    def default(self):
+        pass
+
+    def step(self):
+        self.hook()
+
+
+class Child(Base):
+    def __init__(self):
+        super().__init__()
+        self.hook = self.custom
+
+    def custom(self):
+        pass
+
+
+Child().step()
+"""
+
+
+def test_super_and_attributes_follow_the_instance_class(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": MRO})
+    assert graph["main.Child.__init__"] == ["<builtin>.super", "main.Base.__init__"]
+    assert graph["main.Base.step"] == ["main.Base.default", "main.Child.custom"]
+
+
+ANNOTATED = {
+    "model.py": """\
+class Transformer:
+    def forward(self, x):
+        return x
+""",
+    "generate.py": """\
+from model import Transformer
+
+
+def decode(model: Transformer, x):
+    return model(x)
+
+
+def unknown(model, x):
+    return model(x)
+""",
+}
+
+
+def test_an_annotation_names_the_class_and_nothing_is_guessed_without_one(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, ANNOTATED)
+    assert graph["generate.decode"] == ["model.Transformer.forward"]
+    assert graph["generate.unknown"] == []
+
+
+STARRED = """\
+def target(*args):
+    pass
+
+
+def run(args):
+    unknown(*args)(1)
+    target(*[target])
+"""
+
+
+def test_starred_arguments_anywhere_are_followed(write_tree, monkeypatch) -> None:
+    """`unknown(*args)`: a starred argument of a call nothing resolves is still evaluated."""
+    graph = _graph(write_tree, monkeypatch, {"main.py": STARRED})
+    assert graph["main.run"] == ["main.target"]
+
+
+REBOUND = """\
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+f = first
+f = second
+f()
+
+
+def later():
+    f()
+"""
+
+
+def test_a_name_rebound_at_top_level_calls_what_it_holds_at_that_point(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": REBOUND})
+    assert graph["main"] == ["main.second"]
+    assert graph["main.later"] == ["main.first", "main.second"]  # runs later: either, context-insensitive
+
+
+def test_a_warm_run_follows_the_same_values(write_tree, monkeypatch, tmp_path) -> None:
+    """The project phase solves from the cached summaries alone: a warm run, which parses
+    nothing, must give the same graph."""
+    root: Path = write_tree({"main.py": HELD})
+    monkeypatch.chdir(root)
+    options = CheckOptions(jobs=1, cache_dir=tmp_path / "cache")
+    cold = call_graph(load_project(["."], ConfigResolver(cwd=root), options)[1])
+    _, warm_project = load_project(["."], ConfigResolver(cwd=root), options)
+    assert call_graph(warm_project) == cold
+    (summary,) = warm_project.summaries.values()
+    restored = pickle.loads(pickle.dumps(summary))
+    assert restored.flow and restored.flow == summary.flow

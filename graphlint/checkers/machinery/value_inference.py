@@ -81,7 +81,7 @@ class ValueKinds:
         return kind_of(self, node) if kind_of is not None else None
 
     def _name_ty(self, node: ast.Name) -> T.Ty | None:
-        return self.lookup(node.id)
+        return _as_named(node, self.lookup(node.id))
 
     def _constant_ty(self, node: ast.AST) -> T.Ty | None:
         return T.T_PY
@@ -98,9 +98,9 @@ class ValueKinds:
         if kinds & T.TENSORISH:
             if isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)) and kinds <= {T.MASK, T.PY}:
                 return T.T_MASK
-            if kinds & {T.TENSOR, T.MASK}:
+            if kinds & T.ON_DEVICE:
                 return T.T_TENSOR
-            return T.T_HOST
+            return T.T_HOST_NAMED if T.HOST_NAMED in kinds else T.T_HOST
         if left is not None and right is not None and left.kind == T.PY and right.kind == T.PY:
             return T.T_PY
         return None
@@ -108,6 +108,8 @@ class ValueKinds:
     def _unary_ty(self, node: ast.UnaryOp) -> T.Ty | None:
         inner = self.ty(node.operand)
         if isinstance(node.op, ast.Not):
+            if inner is not None and inner.kind in T.ON_HOST:
+                return inner  # `not lens_cpu[i]`: decided on the host, no device read
             return T.T_MASK if inner is not None and inner.tensorish else (T.T_PY if inner else None)
         if isinstance(node.op, ast.Invert) and inner is not None and inner.kind == T.MASK:
             return T.T_MASK
@@ -118,7 +120,7 @@ class ValueKinds:
             return T.T_PY
         operands = [node.left, *node.comparators]
         if any((self.ty(o) or T.T_PY).tensorish for o in operands):
-            return T.T_MASK
+            return T.host_result(self.ty(o) for o in operands) or T.T_MASK
         if all(self.ty(o) is not None for o in operands):
             return T.T_PY
         return None
@@ -126,7 +128,7 @@ class ValueKinds:
     def _boolop_ty(self, node: ast.BoolOp) -> T.Ty | None:
         values = [self.ty(v) for v in node.values]
         if any(v is not None and v.tensorish for v in values):
-            return T.T_MASK
+            return T.host_result(values) or T.T_MASK
         return T.T_PY if all(v is not None for v in values) else None
 
     def _subscript_ty(self, node: ast.Subscript) -> T.Ty | None:
@@ -157,6 +159,9 @@ class ValueKinds:
         return self.ty(node.value)
 
     def _attribute_ty(self, node: ast.Attribute) -> T.Ty | None:
+        return _as_named(node, self._attribute_kind(node))
+
+    def _attribute_kind(self, node: ast.Attribute) -> T.Ty | None:
         base = self.ty(node.value)
         if base is not None:
             if base.kind == T.INSTANCE and base.ref:
@@ -218,10 +223,11 @@ class ValueKinds:
                     return T.T_PY
                 if method == "cpu" or (method == "to" and T.call_targets_host(node)):
                     return T.T_HOST
-                if method in ("cuda",) or (method == "to" and receiver.kind == T.HOST and T.call_targets_device(node)):
+                moved = method == "to" and receiver.kind in T.ON_HOST and T.call_targets_device(node)
+                if method in ("cuda",) or moved:
                     return T.T_TENSOR
                 if method in T.MASK_METHODS:
-                    return T.T_MASK
+                    return receiver if receiver.kind in T.ON_HOST else T.T_MASK
                 if method == "pin_memory":
                     return T.T_HOST
                 return receiver if receiver.kind != T.MASK else T.T_TENSOR
@@ -238,6 +244,8 @@ class ValueKinds:
             if receiver is not None and receiver.kind == T.STREAM and method == "record_event":
                 return T.Ty(T.EVENT)
             if receiver is None and method in T.TENSOR_ONLY_METHODS:
+                if T.named_as_host(func.value):
+                    return T.T_HOST_NAMED  # `lens_cpu.max()`: a tensor (or array) the code calls host data
                 if method in T.MASK_METHODS:
                     return T.T_MASK
                 return T.T_TENSOR
@@ -277,7 +285,7 @@ class ValueKinds:
         if T.is_host_factory(name):
             return T.host_factory_kind(name, node)
         if name in T.MASK_FUNCTIONS:
-            return T.T_MASK
+            return self._host_operands(node) or T.T_MASK
         if name in ("torch.cuda.Stream", "torch.cuda.current_stream", "torch.cuda.default_stream"):
             return T.Ty(T.STREAM)
         if name == "torch.cuda.Event":
@@ -321,12 +329,21 @@ class ValueKinds:
                 return T.T_HOST  # torch.empty(..., pin_memory=True), torch.zeros(n, device="cpu")
             if device is None and name in T.CPU_DEFAULT_FACTORIES:
                 return T.T_HOST  # torch.arange(n): made on the CPU unless a device says otherwise
+            if device is None:
+                return self._host_operands(node) or T.T_TENSOR  # torch.quantile(cpu_t): stays on the CPU
             return T.T_TENSOR
         if name in ("len", "int", "float", "bool", "str", "range", "isinstance", "round", "sum", "abs", "min", "max"):
             if name in ("min", "max", "abs", "sum") and any((self.ty(a) or T.T_PY).tensorish for a in node.args):
-                return T.T_TENSOR
+                return self._host_operands(node) or T.T_TENSOR
             return T.T_PY
         return None
+
+    def _host_operands(self, node: ast.Call) -> T.Ty | None:
+        """A torch op computes where its tensor operands live: on the host if they all do."""
+        operands: list[ast.expr] = []
+        for value in [*node.args, *(kw.value for kw in node.keywords)]:
+            operands.extend(value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value])
+        return T.host_result(self.ty(operand) for operand in operands)
 
     def _element_class_of(self, node: ast.List | ast.Tuple | ast.ListComp) -> str | None:
         """`[Block(d) for _ in range(n)]`, `[a, b]` of one project class -> that class."""
@@ -360,6 +377,13 @@ class ValueKinds:
                 return None
             classes.add(ty.ref)
         return classes.pop() if len(classes) == 1 else None
+
+
+def _as_named(node: ast.Name | ast.Attribute, ty: T.Ty | None) -> T.Ty | None:
+    """A tensor whose name says host data (`lens_cpu: Tensor`) is not reported as on the device."""
+    if ty is not None and ty.kind in T.ON_DEVICE and T.named_as_host(node):
+        return T.T_HOST_NAMED
+    return ty
 
 
 _EXTERNAL_ROOTS = frozenset(

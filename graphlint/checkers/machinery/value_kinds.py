@@ -11,10 +11,12 @@ else is unknown, and rules never guess on unknowns.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 TENSOR = "tensor"  # on the device (or device unknown)
 HOST = "host_tensor"  # known to live in host memory
+HOST_NAMED = "host_named"  # named as host data (`lens_cpu`, `idx_np`): never reported as on the device, never known host
 MASK = "mask"  # a boolean tensor: comparisons, isnan, logical ops
 PY = "py"  # a plain Python value: numbers, strings, shapes, dtypes, containers
 STREAM = "stream"
@@ -29,7 +31,12 @@ INSTANCE = "instance"  # an instance of a class defined in the analysed project
 FUNCTION = "function"
 DEVICE_MODULE = "device_module"  # torch.cuda's stream/event API under another name: get_accelerator()
 
-TENSORISH = frozenset({TENSOR, HOST, MASK})
+TENSORISH = frozenset({TENSOR, HOST, MASK, HOST_NAMED})
+# The device dimension of a tensor kind: TENSOR and MASK may be on the device; HOST is known
+# to be in host memory; HOST_NAMED is what the code calls host data. A host-sync rule reports
+# only what may be on the device, a host-to-device rule only what is known to be host data.
+ON_DEVICE = frozenset({TENSOR, MASK})
+ON_HOST = frozenset({HOST, HOST_NAMED})
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ class Ty:
 
 T_TENSOR = Ty(TENSOR)
 T_HOST = Ty(HOST)
+T_HOST_NAMED = Ty(HOST_NAMED)
 T_MASK = Ty(MASK)
 T_PY = Ty(PY)
 
@@ -325,6 +333,50 @@ OPTIMIZERS_WITH_CAPTURABLE = frozenset(
     for name in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "ASGD", "Adadelta", "Rprop", "RMSprop")
 )
 OPTIMIZERS_NEVER_CAPTURABLE = frozenset(f"torch.optim.{name}" for name in ("Adagrad", "LBFGS", "SparseAdam"))
+
+
+def may_be_on_device(ty: Ty | None) -> bool:
+    """A tensor that may live on the device: known-host and host-named ones do not."""
+    return ty is not None and ty.kind in ON_DEVICE
+
+
+def host_result(operands: Iterable[Ty | None]) -> Ty | None:
+    """The kind of a tensor computed from ``operands`` alone, when it stays on the host.
+
+    HOST when every tensor among them is known host data, HOST_NAMED when one is only named
+    so; None when an operand may be on the device, is unknown or is not a plain value, or
+    no operand is a tensor (then nothing says where the result lives).
+    """
+    tensors = named = False
+    for ty in operands:
+        if ty is None or (ty.kind not in ON_HOST and ty.kind != PY):
+            return None
+        tensors = tensors or ty.kind in ON_HOST
+        named = named or ty.kind == HOST_NAMED
+    if not tensors:
+        return None
+    return T_HOST_NAMED if named else T_HOST
+
+
+# Words of a name that say the value is host data: `seq_lens_cpu`, `cpu_buf`, `idx_np`.
+_HOST_NAME_WORDS = frozenset({"cpu", "host", "np", "numpy", "pinned"})
+
+
+def named_as_host(node: ast.expr) -> bool:
+    """Does the code name this value as host data (`lens_cpu[:n]`, `batch.pos_np`)?
+
+    Only a reason not to report a host sync: a name is a convention, not a fact, so it never
+    makes a value known host data (that would report host-to-device copies on a guess).
+    """
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Name):
+        name = node.id
+    elif isinstance(node, ast.Attribute):
+        name = node.attr
+    else:
+        return False
+    return not _HOST_NAME_WORDS.isdisjoint(name.lower().split("_"))
 
 
 def is_torch_tensor_function(name: str) -> bool:

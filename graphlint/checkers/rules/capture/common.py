@@ -1,5 +1,5 @@
-"""What the capture rules (GL1xx) share: is a value possibly a tensor, a short display, and
-the fix that adds a keyword argument to a call."""
+"""What the capture rules (GL1xx) share: is a value possibly a tensor (on the device), a short
+display, and the fix that adds a keyword argument to a call."""
 
 from __future__ import annotations
 
@@ -28,6 +28,17 @@ def maybe_tensor(ty: T.Ty | None) -> bool:
 def arg_is_tensor(w: FunctionWalker, node: ast.expr) -> bool:
     ty = w.ty(node)
     return ty is not None and ty.tensorish
+
+
+def maybe_device_tensor(ty: T.Ty | None) -> bool:
+    """Could reading this receiver on the host wait for the device? Unknown receivers count;
+    non-tensors, host tensors and values the code names as host data (`lens_cpu`) do not."""
+    return ty is None or (ty.kind not in NOT_A_TENSOR and ty.kind not in T.ON_HOST)
+
+
+def arg_on_device(w: FunctionWalker, node: ast.expr) -> bool:
+    """A tensor argument that may live on the device: printing or testing it reads the device."""
+    return T.may_be_on_device(w.ty(node))
 
 
 def method_of(call: ast.Call) -> tuple[str | None, str]:

@@ -8,7 +8,7 @@ from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.machinery.model import COMPILE, GRAPH
-from graphlint.checkers.rules.capture.common import arg_is_tensor, maybe_tensor, method_of, receiver_kind, short
+from graphlint.checkers.rules.capture.common import arg_on_device, maybe_device_tensor, method_of, receiver_kind, short
 from graphlint.registry import Rule, declare
 
 RULE = declare(
@@ -69,7 +69,7 @@ class HostSync(Detector):
 
     def on_JoinedStr(self, w: FunctionWalker, node: ast.JoinedStr) -> None:
         for value in node.values:
-            if isinstance(value, ast.FormattedValue) and arg_is_tensor(w, value.value):
+            if isinstance(value, ast.FormattedValue) and arg_on_device(w, value.value):
                 w.hazard(
                     RULE.code, node, f"formatting tensor `{short(value.value)}` in an f-string reads it on the host"
                 )
@@ -80,11 +80,11 @@ def _method_sync(w: FunctionWalker, call: ast.Call) -> str | None:
     """`x.item()`, `x.cpu()`, `x.to('cpu')`, `s.synchronize()`, `e.query()`."""
     method, receiver = method_of(call)
     kind = receiver_kind(w, call)
-    if method in _SYNC_METHODS and maybe_tensor(kind):
+    if method in _SYNC_METHODS and maybe_device_tensor(kind):
         return f"`{receiver}.{method}()` copies a tensor to the host"
-    if method == "cpu" and maybe_tensor(kind) and not call.args:
+    if method == "cpu" and maybe_device_tensor(kind) and not call.args:
         return f"`{receiver}.cpu()` copies a tensor to the host"
-    if method == "to" and maybe_tensor(kind) and T.call_targets_host(call):
+    if method == "to" and maybe_device_tensor(kind) and T.call_targets_host(call):
         return f"`{receiver}.to('cpu')` copies a tensor to the host"
     if method == "synchronize" and (kind is None or kind.kind in _STREAMISH):
         return f"`{receiver}.synchronize()` waits for the device"
@@ -97,7 +97,7 @@ def _function_sync(w: FunctionWalker, call: ast.Call, name: str) -> str | None:
     """`torch.cuda.synchronize()`, `float(t)`, `torch.equal(a, b)`, `print(t)`."""
     if name in _SYNC_FUNCTIONS:
         return "`torch.cuda.synchronize()` waits for the device"
-    if name in ("float", "int", "bool", "complex") and len(call.args) == 1 and arg_is_tensor(w, call.args[0]):
+    if name in ("float", "int", "bool", "complex") and len(call.args) == 1 and arg_on_device(w, call.args[0]):
         return f"`{name}()` of a tensor reads it on the host"
     if name in _BOOL_FUNCTIONS:
         return f"`{name}` returns a Python bool: it reads the tensors on the host"
@@ -107,7 +107,7 @@ def _function_sync(w: FunctionWalker, call: ast.Call, name: str) -> str | None:
 
 
 def _formats_tensor(w: FunctionWalker, call: ast.Call) -> bool:
-    return any(arg_is_tensor(w, a) for a in call.args if not isinstance(a, ast.JoinedStr))
+    return any(arg_on_device(w, a) for a in call.args if not isinstance(a, ast.JoinedStr))
 
 
 def _is_logging_call(call: ast.Call, name: str | None) -> bool:

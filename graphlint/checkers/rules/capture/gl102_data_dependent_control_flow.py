@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.machinery.model import COMPILE, GRAPH
@@ -51,6 +52,5 @@ class DataDependentControlFlow(Detector):
 
     def on_test(self, w: FunctionWalker, test: ast.expr, what: str) -> None:
         """A tensor-valued test of ``if``/``while``/``assert``/conditional expressions."""
-        ty = w.ty(test)
-        if ty is not None and ty.tensorish:
+        if T.may_be_on_device(w.ty(test)):  # a host tensor's value is read without the device
             w.hazard(RULE.code, test, f"`{what}` on a tensor-valued condition `{short(test)}`")

@@ -1,0 +1,52 @@
+"""The device dimension of tensor kinds: what a host-sync rule may take as living on the host."""
+
+import ast
+
+import pytest
+
+from graphlint.checkers.machinery import value_kinds as T
+
+
+def _expr(text: str) -> ast.expr:
+    return ast.parse(text, mode="eval").body
+
+
+@pytest.mark.parametrize(
+    ("operands", "expected"),
+    [
+        ((T.T_HOST, T.T_PY), T.T_HOST),  # torch.quantile(cpu_t, q=0.5)
+        ((T.T_HOST, T.T_HOST_NAMED), T.T_HOST_NAMED),  # a name keeps the result a guess
+        ((T.T_HOST, T.T_TENSOR), None),  # one operand may be on the device
+        ((T.T_HOST, T.T_MASK), None),
+        ((T.T_HOST, None), None),  # an unknown operand may be a device tensor
+        ((T.T_HOST, T.Ty(T.INSTANCE, ref="m.C")), None),  # not a plain value
+        ((T.T_PY, T.T_PY), None),  # no tensor among them: nothing says where the result lives
+    ],
+)
+def test_host_result_needs_every_operand_on_the_host(operands: tuple, expected: T.Ty | None) -> None:
+    assert T.host_result(operands) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("lens_cpu", True),
+        ("cpu_lens[:n]", True),
+        ("batch.seq_lens_cpu_upper_bound[:n]", True),
+        ("batch.offsets_np", True),
+        ("lens", False),
+        ("batch_cpu.lens", False),  # the value is the attribute, not its owner
+        ("cpus", False),  # a word of the name, not a substring
+        ("f(lens_cpu)", False),
+    ],
+)
+def test_named_as_host_reads_the_words_of_the_value_name(text: str, named: bool) -> None:
+    assert T.named_as_host(_expr(text)) is named
+
+
+def test_a_host_name_is_never_known_host_data() -> None:
+    """Host-to-device rules report only known host data: a name may be wrong."""
+    assert not T.may_be_on_device(T.T_HOST_NAMED)
+    assert T.T_HOST_NAMED.kind != T.HOST
+    assert T.may_be_on_device(T.T_TENSOR) and T.may_be_on_device(T.T_MASK)
+    assert not T.may_be_on_device(None)

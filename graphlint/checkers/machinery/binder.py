@@ -238,13 +238,27 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         always: bool = False,
         needs_region: int | None = None,
         graph_only: bool = False,
+        host_if: tuple[str, str] | None = None,
     ) -> None:
         """A candidate finding at ``node``; the project phase decides whether it is one."""
         if not self.record or (self.guarded and not always):
             return
         line, col, end_line, end_col = self.st.span(node)
         self.summary.hazards.append(
-            Hazard(code, message, line, col, end_line, end_col, self.regions, fix, always, needs_region, graph_only)
+            Hazard(
+                code,
+                message,
+                line,
+                col,
+                end_line,
+                end_col,
+                self.regions,
+                fix,
+                always,
+                needs_region,
+                graph_only,
+                host_if,
+            )
         )
 
     def emit(self, event: object) -> None:

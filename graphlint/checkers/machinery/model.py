@@ -58,6 +58,8 @@ class Hazard(Compact):
     hazards count only when that region turns out to be a capture. ``graph_only`` hazards
     are hazards of a raw capture only: under torch.compile, Dynamo traces the value and
     guards on it (`torch.tensor(3, device="cuda")` is a constant, not a stale copy).
+    ``host_if`` (class, attribute): the candidate reads that attribute of an instance of a
+    project class, and is none if the class holds host data there (`host_attributes`).
     """
 
     code: str
@@ -71,6 +73,7 @@ class Hazard(Compact):
     always: bool = False
     needs_region: int | None = None
     graph_only: bool = False
+    host_if: tuple[str, str] | None = None
 
 
 @dataclass
@@ -135,6 +138,7 @@ class ClassSummary(Compact):
     bases: list[str]
     methods: dict[str, str]
     attr_classes: dict[str, str]  # self.attr -> class qualname it holds an instance of
+    host_attrs: frozenset[str] = frozenset()  # attributes holding host data: NumPy arrays, host tensors
 
 
 @dataclass

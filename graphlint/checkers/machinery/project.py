@@ -14,6 +14,7 @@ from graphlint.checkers.machinery import runner_trace
 from graphlint.checkers.machinery.call_graph import CallGraph, Reach
 from graphlint.checkers.machinery.call_targets import CallTarget
 from graphlint.checkers.machinery.detectors import Hooks, hooks_for, static_codes
+from graphlint.checkers.machinery.host_attributes import holds_host_data
 from graphlint.checkers.machinery.internal_errors import ErrorLog, InternalError
 from graphlint.checkers.machinery.model import COMPILE, Hazard, ModuleSummary
 from graphlint.checkers.machinery.resolution import Resolver
@@ -109,6 +110,8 @@ class Project(Resolver):
         self, path: str, summary: ModuleSummary, hazard: Hazard, reached: Reach | None, rules: dict
     ) -> Finding | None:
         rule = rules[hazard.code]
+        if hazard.host_if is not None and holds_host_data(self.class_chain(hazard.host_if[0]), hazard.host_if[1]):
+            return None  # `batch.lens_np.max().item()`: the class says the attribute is host data
         if hazard.always:
             if hazard.needs_region is not None and not self.region_active(summary, hazard.needs_region):
                 return None

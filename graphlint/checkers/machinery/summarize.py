@@ -10,12 +10,13 @@ symbolic references for the project phase.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from graphlint.checkers.machinery import replay_flow, runner_trace, stream_flow, value_facts
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import hooks_for, static_codes
+from graphlint.checkers.machinery.host_attributes import host_attributes
 from graphlint.checkers.machinery.model import ClassSummary, ModuleSummary
 from graphlint.checkers.machinery.module_state import ModuleState
 from graphlint.checkers.machinery.names import dotted_parts, source_text
@@ -145,6 +146,7 @@ class FileSummarizer:
             for attr, ty in attrs.items():
                 if ty.kind == T.INSTANCE and ty.ref:
                     summary.attr_classes[attr] = ty.ref
+            summary.host_attrs = host_attributes(node, attrs, methods, _resolver(st))
 
     def _prescan_file_facts(self) -> None:
         """Modules passed to make_graphed_callables anywhere in the file (for GL113)."""
@@ -158,6 +160,16 @@ class FileSummarizer:
                 elements = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
                 for element in elements:
                     st.graphed_modules.add(source_text(element))
+
+
+def _resolver(st: ModuleState) -> Callable[[ast.AST], str | None]:
+    """Module-level name resolution (imports, definitions) for annotations in a class body."""
+
+    def resolve(node: ast.AST) -> str | None:
+        parts = dotted_parts(node)
+        return st.resolve_parts(parts) if parts else None
+
+    return resolve
 
 
 def _is_none(node: ast.expr) -> bool:

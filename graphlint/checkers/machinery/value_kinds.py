@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 TENSOR = "tensor"  # on the device (or device unknown)
 HOST = "host_tensor"  # known to live in host memory
-HOST_NAMED = "host_named"  # named as host data (`lens_cpu`, `idx_np`): never reported as on the device, never known host
+HOST_NAMED = (
+    "host_named"  # named as host data (`lens_cpu`, `idx_np`): never reported as on the device, never known host
+)
 MASK = "mask"  # a boolean tensor: comparisons, isnan, logical ops
 PY = "py"  # a plain Python value: numbers, strings, shapes, dtypes, containers
 STREAM = "stream"

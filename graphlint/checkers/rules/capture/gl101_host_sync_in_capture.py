@@ -7,6 +7,7 @@ import ast
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.host_attributes import read_attribute
 from graphlint.checkers.machinery.model import COMPILE, GRAPH
 from graphlint.checkers.rules.capture.common import arg_on_device, maybe_device_tensor, method_of, receiver_kind, short
 from graphlint.registry import Rule, declare
@@ -65,7 +66,7 @@ class HostSync(Detector):
         if message is None and _is_logging_call(call, name) and _formats_tensor(w, call):
             message = "logging a tensor formats it on the host"
         if message is not None:
-            w.hazard(RULE.code, call, message)
+            w.hazard(RULE.code, call, message, host_if=_array_read(w, call))
 
     def on_JoinedStr(self, w: FunctionWalker, node: ast.JoinedStr) -> None:
         for value in node.values:
@@ -91,6 +92,15 @@ def _method_sync(w: FunctionWalker, call: ast.Call) -> str | None:
     if method == "query" and kind is not None and kind.kind in _STREAMISH:
         return f"`{receiver}.query()` polls the device from the host"
     return None
+
+
+def _array_read(w: FunctionWalker, call: ast.Call) -> tuple[str, str] | None:
+    """`batch.lens.max().item()`: a NumPy array has `.item()` too; the class of `batch` (maybe
+    in another file) says whether `lens` is one."""
+    method, _ = method_of(call)
+    if method not in ("item", "tolist") or not isinstance(call.func, ast.Attribute):
+        return None
+    return read_attribute(w, call.func.value)
 
 
 def _function_sync(w: FunctionWalker, call: ast.Call, name: str) -> str | None:

@@ -160,6 +160,16 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
                 return None
         return self.st.module_env.get(name)
 
+    def parameter_annotation(self, name: str) -> ast.expr | None:
+        """The annotation of this function's parameter ``name`` (None: no such parameter, or none)."""
+        arguments = getattr(self.node, "args", None)
+        if not isinstance(arguments, ast.arguments):
+            return None
+        for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
+            if arg.arg == name:
+                return arg.annotation
+        return None
+
     def is_local_name(self, name: str) -> bool:
         return any(name in w.locals or name in w.env or name in w.local_defs for w in self.chain())
 

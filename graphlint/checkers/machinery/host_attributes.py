@@ -112,13 +112,8 @@ def _class_of(w: FunctionWalker, node: ast.expr) -> str | None:
         return ty.ref
     if ty is not None or not isinstance(node, ast.Name):
         return None
-    arguments = getattr(w.node, "args", None)
-    if arguments is None:
-        return None
-    for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
-        if arg.arg == node.id and arg.annotation is not None:
-            return _annotation_class(arg.annotation, w.resolve)
-    return None
+    annotation = w.parameter_annotation(node.id)
+    return _annotation_class(annotation, w.resolve) if annotation is not None else None
 
 
 def _annotation_class(annotation: ast.expr, resolve: Resolve) -> str | None:

@@ -56,7 +56,7 @@ class HostToDeviceCopy(Detector):
     def on_Call(self, w: FunctionWalker, call: ast.Call, name: str | None) -> None:
         device = T.keyword(call, "device")
         if T.is_host_factory(name) and name != "torch.from_numpy" and device is not None:
-            if not T.device_is_host(device):
+            if not T.device_is_host(device) and not _converts_a_device_tensor(w, call):
                 message = f"`{name}(...)` copies host data onto the GPU"
                 w.hazard(RULE.code, call, message, graph_only=_python_data(w, call))
         elif name in _LEGACY_CUDA_CONSTRUCTORS and call.args:
@@ -68,6 +68,34 @@ class HostToDeviceCopy(Detector):
             if method in ("cuda", "to") and kind is not None and kind.kind == T.HOST:
                 if method == "cuda" or T.call_targets_device(call):
                     w.hazard(RULE.code, call, f"`.{method}()` copies host data onto the GPU")
+
+
+def _converts_a_device_tensor(w: FunctionWalker, call: ast.Call) -> bool:
+    """`torch.as_tensor(t, device=d)` of a tensor is `t.to(d)` (`torch.tensor(t, ...)` a copy on
+    the device): like `.to()`, a copy of host data only when the tensor is known to be on the
+    host. A parameter declared `int | Tensor` may be the tensor: what the callers pass decides,
+    and the file does not see them."""
+    data = call.args[0] if call.args else T.keyword(call, "data")
+    if data is None:
+        return False
+    if T.may_be_on_device(w.ty(data)):
+        return True
+    annotation = w.parameter_annotation(data.id) if isinstance(data, ast.Name) else None
+    return any(T.may_be_on_device(w.annotation_ty(part)) for part in _union_parts(w, annotation))
+
+
+def _union_parts(w: FunctionWalker, annotation: ast.expr | None) -> list[ast.expr]:
+    """`int | Tensor`, `Union[int, Tensor]`, `Optional[Tensor]` -> their alternatives."""
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        return [*_union_parts(w, annotation.left), *_union_parts(w, annotation.right)]
+    if isinstance(annotation, ast.Subscript) and (w.resolve(annotation.value) or "").endswith(("Union", "Optional")):
+        inner = annotation.slice
+        return [
+            part
+            for element in (inner.elts if isinstance(inner, ast.Tuple) else [inner])
+            for part in _union_parts(w, element)
+        ]
+    return [annotation] if annotation is not None else []
 
 
 def _python_data(w: FunctionWalker, call: ast.Call) -> bool:

@@ -50,3 +50,11 @@ def test_a_host_name_is_never_known_host_data() -> None:
     assert T.T_HOST_NAMED.kind != T.HOST
     assert T.may_be_on_device(T.T_TENSOR) and T.may_be_on_device(T.T_MASK)
     assert not T.may_be_on_device(None)
+
+
+def test_a_comparison_of_host_tensors_is_a_host_mask() -> None:
+    """Still a boolean mask (indexing with it has a data-dependent size), but read on the host."""
+    mask = T.host_result((T.T_HOST_NAMED, T.T_PY), mask=True)
+    assert mask == T.T_HOST_MASK and mask.kind in T.MASKS and not T.may_be_on_device(mask)
+    assert T.unmasked(T.T_HOST_MASK) == T.T_HOST
+    assert T.unmasked(T.T_MASK) == T.T_TENSOR

@@ -640,7 +640,7 @@ def _element_ty(container: T.Ty | None) -> T.Ty | None:
     if container.element:
         return T.Ty(T.INSTANCE, ref=container.element)
     if container.tensorish:
-        return T.T_TENSOR if container.kind == T.MASK else container
+        return T.unmasked(container)
     return None
 
 

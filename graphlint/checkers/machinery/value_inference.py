@@ -96,8 +96,8 @@ class ValueKinds:
         left, right = self.ty(node.left), self.ty(node.right)
         kinds = {k.kind for k in (left, right) if k is not None}
         if kinds & T.TENSORISH:
-            if isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)) and kinds <= {T.MASK, T.PY}:
-                return T.T_MASK
+            if isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)) and kinds <= T.MASKS | {T.PY}:
+                return T.T_MASK if T.MASK in kinds else T.T_HOST_MASK
             if kinds & T.ON_DEVICE:
                 return T.T_TENSOR
             return T.T_HOST_NAMED if T.HOST_NAMED in kinds else T.T_HOST
@@ -109,7 +109,7 @@ class ValueKinds:
         inner = self.ty(node.operand)
         if isinstance(node.op, ast.Not):
             if inner is not None and inner.kind in T.ON_HOST:
-                return inner  # `not lens_cpu[i]`: decided on the host, no device read
+                return T.T_HOST_MASK  # `not lens_cpu[i]`: decided on the host, no device read
             return T.T_MASK if inner is not None and inner.tensorish else (T.T_PY if inner else None)
         if isinstance(node.op, ast.Invert) and inner is not None and inner.kind == T.MASK:
             return T.T_MASK
@@ -120,7 +120,7 @@ class ValueKinds:
             return T.T_PY
         operands = [node.left, *node.comparators]
         if any((self.ty(o) or T.T_PY).tensorish for o in operands):
-            return T.host_result(self.ty(o) for o in operands) or T.T_MASK
+            return T.host_result((self.ty(o) for o in operands), mask=True) or T.T_MASK
         if all(self.ty(o) is not None for o in operands):
             return T.T_PY
         return None
@@ -128,7 +128,7 @@ class ValueKinds:
     def _boolop_ty(self, node: ast.BoolOp) -> T.Ty | None:
         values = [self.ty(v) for v in node.values]
         if any(v is not None and v.tensorish for v in values):
-            return T.host_result(values) or T.T_MASK
+            return T.host_result(values, mask=True) or T.T_MASK
         return T.T_PY if all(v is not None for v in values) else None
 
     def _subscript_ty(self, node: ast.Subscript) -> T.Ty | None:
@@ -136,7 +136,7 @@ class ValueKinds:
         if base is None:
             return None
         if base.tensorish:
-            return T.T_TENSOR if base.kind == T.MASK else base
+            return T.unmasked(base)
         if base.kind == T.PY:
             return T.T_PY
         if base.element:
@@ -175,7 +175,7 @@ class ValueKinds:
                 if node.attr in T.PY_ATTRS:
                     return T.T_PY
                 if node.attr in T.TENSOR_ATTRS:
-                    return base if base.kind != T.MASK else T.T_TENSOR
+                    return T.unmasked(base)
                 return None
             if base.kind == T.PY:
                 return None
@@ -227,10 +227,10 @@ class ValueKinds:
                 if method in ("cuda",) or moved:
                     return T.T_TENSOR
                 if method in T.MASK_METHODS:
-                    return receiver if receiver.kind in T.ON_HOST else T.T_MASK
+                    return T.T_HOST_MASK if receiver.kind in T.ON_HOST else T.T_MASK
                 if method == "pin_memory":
                     return T.T_HOST
-                return receiver if receiver.kind != T.MASK else T.T_TENSOR
+                return T.unmasked(receiver)
             if receiver is not None and receiver.kind in (T.MODULE, T.INSTANCE) and method in _MODULE_CHAINING:
                 return receiver  # model.cuda(), model.eval(), model.to(device) return the module
             if receiver is not None and receiver.kind in (T.MODULE, T.GRAPHED):
@@ -245,7 +245,8 @@ class ValueKinds:
                 return T.Ty(T.EVENT)
             if receiver is None and method in T.TENSOR_ONLY_METHODS:
                 if T.named_as_host(func.value):
-                    return T.T_HOST_NAMED  # `lens_cpu.max()`: a tensor (or array) the code calls host data
+                    # `lens_cpu.max()`: a tensor (or array) the code calls host data
+                    return T.T_HOST_MASK if method in T.MASK_METHODS else T.T_HOST_NAMED
                 if method in T.MASK_METHODS:
                     return T.T_MASK
                 return T.T_TENSOR
@@ -285,7 +286,7 @@ class ValueKinds:
         if T.is_host_factory(name):
             return T.host_factory_kind(name, node)
         if name in T.MASK_FUNCTIONS:
-            return self._host_operands(node) or T.T_MASK
+            return self._host_operands(node, mask=True) or T.T_MASK
         if name in ("torch.cuda.Stream", "torch.cuda.current_stream", "torch.cuda.default_stream"):
             return T.Ty(T.STREAM)
         if name == "torch.cuda.Event":
@@ -338,12 +339,12 @@ class ValueKinds:
             return T.T_PY
         return None
 
-    def _host_operands(self, node: ast.Call) -> T.Ty | None:
+    def _host_operands(self, node: ast.Call, mask: bool = False) -> T.Ty | None:
         """A torch op computes where its tensor operands live: on the host if they all do."""
         operands: list[ast.expr] = []
         for value in [*node.args, *(kw.value for kw in node.keywords)]:
             operands.extend(value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value])
-        return T.host_result(self.ty(operand) for operand in operands)
+        return T.host_result((self.ty(operand) for operand in operands), mask=mask)
 
     def _element_class_of(self, node: ast.List | ast.Tuple | ast.ListComp) -> str | None:
         """`[Block(d) for _ in range(n)]`, `[a, b]` of one project class -> that class."""

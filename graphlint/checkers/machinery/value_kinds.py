@@ -20,6 +20,7 @@ HOST_NAMED = (
     "host_named"  # named as host data (`lens_cpu`, `idx_np`): never reported as on the device, never known host
 )
 MASK = "mask"  # a boolean tensor: comparisons, isnan, logical ops
+HOST_MASK = "host_mask"  # a boolean tensor on the host: a comparison of host tensors
 PY = "py"  # a plain Python value: numbers, strings, shapes, dtypes, containers
 STREAM = "stream"
 EVENT = "event"
@@ -33,12 +34,13 @@ INSTANCE = "instance"  # an instance of a class defined in the analysed project
 FUNCTION = "function"
 DEVICE_MODULE = "device_module"  # torch.cuda's stream/event API under another name: get_accelerator()
 
-TENSORISH = frozenset({TENSOR, HOST, MASK, HOST_NAMED})
+TENSORISH = frozenset({TENSOR, HOST, MASK, HOST_NAMED, HOST_MASK})
 # The device dimension of a tensor kind: TENSOR and MASK may be on the device; HOST is known
 # to be in host memory; HOST_NAMED is what the code calls host data. A host-sync rule reports
 # only what may be on the device, a host-to-device rule only what is known to be host data.
 ON_DEVICE = frozenset({TENSOR, MASK})
-ON_HOST = frozenset({HOST, HOST_NAMED})
+ON_HOST = frozenset({HOST, HOST_NAMED, HOST_MASK})
+MASKS = frozenset({MASK, HOST_MASK})
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Ty:
 T_TENSOR = Ty(TENSOR)
 T_HOST = Ty(HOST)
 T_HOST_NAMED = Ty(HOST_NAMED)
+T_HOST_MASK = Ty(HOST_MASK)
 T_MASK = Ty(MASK)
 T_PY = Ty(PY)
 
@@ -342,12 +345,13 @@ def may_be_on_device(ty: Ty | None) -> bool:
     return ty is not None and ty.kind in ON_DEVICE
 
 
-def host_result(operands: Iterable[Ty | None]) -> Ty | None:
+def host_result(operands: Iterable[Ty | None], mask: bool = False) -> Ty | None:
     """The kind of a tensor computed from ``operands`` alone, when it stays on the host.
 
     HOST when every tensor among them is known host data, HOST_NAMED when one is only named
-    so; None when an operand may be on the device, is unknown or is not a plain value, or
-    no operand is a tensor (then nothing says where the result lives).
+    so, HOST_MASK for a ``mask`` (a comparison); None when an operand may be on the device,
+    is unknown or is not a plain value, or no operand is a tensor (then nothing says where
+    the result lives).
     """
     tensors = named = False
     for ty in operands:
@@ -357,7 +361,16 @@ def host_result(operands: Iterable[Ty | None]) -> Ty | None:
         named = named or ty.kind == HOST_NAMED
     if not tensors:
         return None
+    if mask:
+        return T_HOST_MASK
     return T_HOST_NAMED if named else T_HOST
+
+
+def unmasked(ty: Ty) -> Ty:
+    """What indexing or arithmetic on a boolean tensor gives: a tensor where the mask lives."""
+    if ty.kind == MASK:
+        return T_TENSOR
+    return T_HOST if ty.kind == HOST_MASK else ty
 
 
 # Words of a name that say the value is host data: `seq_lens_cpu`, `cpu_buf`, `idx_np`.

@@ -77,7 +77,7 @@ class DynamicShapeOp(Detector):
         if not isinstance(node.ctx, ast.Load) or not maybe_tensor(w.ty(node.value)):
             return
         index_ty = w.ty(node.slice)
-        if index_ty is not None and index_ty.kind == T.MASK:
+        if index_ty is not None and index_ty.kind in T.MASKS:
             w.hazard(RULE.code, node, f"boolean-mask indexing `{short(node)}` has a data-dependent output size")
 
 

@@ -57,7 +57,7 @@ class HostIndexing(Detector):
             return
         index = node.slice
         index_ty = w.ty(index)
-        if index_ty is not None and index_ty.kind == T.MASK:
+        if index_ty is not None and index_ty.kind in T.MASKS:
             return  # a boolean mask: GL103's data-dependent size, not a host index
         if isinstance(index, ast.List) or (
             isinstance(index, ast.Tuple) and any(isinstance(e, ast.List) for e in index.elts)

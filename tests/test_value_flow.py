@@ -221,3 +221,151 @@ def test_a_warm_run_follows_the_same_values(write_tree, monkeypatch, tmp_path) -
     (summary,) = warm_project.summaries.values()
     restored = pickle.loads(pickle.dumps(summary))
     assert restored.flow and restored.flow == summary.flow
+
+
+CONTAINERS = """\
+from settings import CHOSEN
+
+
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+def third():
+    pass
+
+
+table = {"a": first, 1: second, "1": third}
+table["a"]()
+table[1]()
+table[True]()
+
+
+def by_key():
+    table["1"]()
+
+
+pair = [[first], second]
+pair[0][0]()
+
+
+def by_position():
+    pair[1]()
+
+
+trio = [first, second, third]
+tail = trio[1:3]
+
+
+def from_slice():
+    tail[0]()
+
+
+def by_constant():
+    trio[CHOSEN]()
+
+
+def by_unknown(key):
+    trio[key]()
+
+
+handlers = {"go": third}
+handlers.update({"stop": first}, run=second)
+
+
+def stop():
+    handlers["stop"]()
+
+
+def run():
+    handlers["run"]()
+
+
+def each():
+    for fn in handlers.values():
+        fn()
+"""
+
+
+def test_a_container_holds_its_values_per_constant_key(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": CONTAINERS, "settings.py": "CHOSEN = 2\n"})
+    assert graph["main"] == ["main.first", "main.second"]
+    assert graph["main.by_key"] == ["main.third"]
+    assert graph["main.by_position"] == ["main.second"]
+    assert graph["main.from_slice"] == ["main.second"]
+    assert graph["main.by_constant"] == ["main.third"]
+    assert graph["main.by_unknown"] == ["main.first", "main.second", "main.third"]
+    assert graph["main.stop"] == ["main.first"]
+    assert graph["main.run"] == ["main.second"]
+    assert graph["main.each"] == ["main.first", "main.second", "main.third"]
+
+
+MOVED = """\
+import random
+
+from settings import CHOSEN
+
+
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+popped = [first, second]
+popped.pop(0)
+
+
+def after_pop():
+    popped[0]()
+
+
+shuffled = [first, second]
+random.shuffle(shuffled)
+
+
+def after_shuffle():
+    shuffled[0]()
+
+
+counted = [first, second]
+print(len(counted))
+
+
+def after_len():
+    counted[0]()
+
+
+def later_index():
+    counted[CHOSEN]()
+
+
+def first_of(items):
+    a, *rest = items
+    a()
+    for fn in rest:
+        fn()
+
+
+first_of(counted)
+"""
+
+
+def test_a_list_whose_positions_may_move_reads_every_position(write_tree, monkeypatch) -> None:
+    graph = _graph(
+        write_tree,
+        monkeypatch,
+        {"main.py": MOVED, "settings.py": "CHOSEN = 0\n", "other.py": "import settings\n\nsettings.CHOSEN = 1\n"},
+    )
+    assert graph["main.after_pop"] == ["main.first", "main.second"]
+    assert graph["main.after_shuffle"] == ["main.first", "main.second"]
+    assert graph["main.after_len"] == ["main.first"]
+    # another module stores to the constant: the index is unknown
+    assert graph["main.later_index"] == ["main.first", "main.second"]
+    assert graph["main.first_of"] == ["main.first", "main.second"]

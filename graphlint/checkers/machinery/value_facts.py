@@ -47,10 +47,12 @@ from graphlint.checkers.machinery.syntax import (
     bound_names,
     statements,
 )
+from graphlint.checkers.machinery.value_keys import constant_key, slice_view
 
 Expr = tuple
-# Calls that return what their arguments hold (containers, copies), by resolved name.
-PASSTHROUGH = frozenset(
+# Calls that return the elements of their arguments in a new container (or a copy), by
+# resolved name: their positions are unknown (``("V", ...)``, `value_containers`).
+VIEWS = frozenset(
     {
         "list",
         "tuple",
@@ -60,7 +62,6 @@ PASSTHROUGH = frozenset(
         "sorted",
         "reversed",
         "iter",
-        "next",
         "enumerate",
         "zip",
         "copy.copy",
@@ -68,15 +69,14 @@ PASSTHROUGH = frozenset(
         "torch.nn.ModuleList",
         "torch.nn.Sequential",
         "torch.nn.ModuleDict",
-        "functools.wraps",
-        "staticmethod",
-        "classmethod",
     }
 )
+PASSTHROUGH = frozenset({"functools.wraps", "staticmethod", "classmethod"})  # return what they are given
 PARTIAL = frozenset({"functools.partial"})
 CALLS_FIRST = frozenset({"map", "filter"})  # map(f, xs) calls f with the elements of xs
 CAPTURED_FIRST = frozenset({"torch.compile", "torch.cuda.make_graphed_callables"})
-STORE_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
+STORE_METHODS = frozenset({"append", "insert", "add", "appendleft"})  # one value, at an unknown key
+SHIFT_METHODS = frozenset({"pop", "insert", "remove", "sort", "reverse"})  # a list's positions move
 READ_METHODS = frozenset({"get", "pop", "values", "items", "copy", "setdefault", "popitem"})
 _DEFAULT_READS = frozenset({"get", "pop", "setdefault"})  # d.get(k, default): the default too
 
@@ -118,13 +118,13 @@ class FactRecorder:
             ast.Attribute: self._attribute,
             ast.Call: self._call,
             ast.Lambda: self._lambda,
-            ast.Subscript: lambda scope, node: self._union(scope, [node.value], [node.slice]),
+            ast.Subscript: self._subscript,
             ast.Starred: lambda scope, node: self.ex(scope, node.value),
             ast.Await: lambda scope, node: self.ex(scope, node.value),
-            ast.List: lambda scope, node: self._union(scope, node.elts),
-            ast.Tuple: lambda scope, node: self._union(scope, node.elts),
-            ast.Set: lambda scope, node: self._union(scope, node.elts),
-            ast.Dict: lambda scope, node: self._union(scope, node.values, [k for k in node.keys if k is not None]),
+            ast.List: self._display,
+            ast.Tuple: self._display,
+            ast.Set: self._display,
+            ast.Dict: self._display,
             ast.IfExp: lambda scope, node: self._union(scope, [node.body, node.orelse], [node.test]),
             ast.BoolOp: lambda scope, node: self._union(scope, node.values),
             ast.NamedExpr: self._named,
@@ -141,9 +141,33 @@ class FactRecorder:
         st = self.st
         scope = _Scope(self.module, "module", None, key=f"{self.module}.<module>")
         scope.names = set(st.defs) | st.module_assigned | _loop_and_with_names(st.tree.body)
+        self._constants(st.tree.body)
         self._scope_body(scope, st.tree.body)
         st.summary.flow = self.facts
         st.summary.flow_defs = self.defs
+
+    def _constants(self, body: list[ast.stmt]) -> None:
+        """Module-level names bound once, to a constant, and nowhere else in the file (`key = 1`):
+        a container key they name is that constant (another module's store undoes it)."""
+        counts: dict[str, int] = {}
+        for stmt in body:
+            if isinstance(stmt, ast.Assign):
+                for name in (n for t in stmt.targets for n in bound_names(t)):
+                    counts[name] = counts.get(name, 0) + 1
+        candidates = [
+            (stmt.targets[0].id, key)
+            for stmt in body
+            if isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and counts[stmt.targets[0].id] == 1
+            and (key := constant_key(stmt.value)) is not None
+        ]
+        if candidates:
+            elsewhere = _bound_elsewhere(body, True)
+            for name, key in candidates:
+                if name not in elsewhere:
+                    self.facts.append(("K", self.intern(f"{self.module}.{name}"), key))
 
     def intern(self, text: str) -> str:
         """One object per string, so the pickled summary stores each location once."""
@@ -258,25 +282,67 @@ class FactRecorder:
 
     def _store(self, scope: _Scope, target: ast.expr, value: Expr | None) -> None:
         if value is None:
-            if not isinstance(target, ast.Name):
-                self._effect(scope, target)  # x[f()] = 1, g().a = 1
+            self._store_nothing(scope, target)
             return
         kind = type(target)
         if kind is ast.Name:
             self.facts.append(("=", self._name_store(scope, target.id), value))
-        elif kind is ast.Attribute or kind is ast.Subscript:
+        elif kind is ast.Attribute:
             base = self.ex(scope, target.value)
-            if kind is ast.Subscript:
-                self._effect(scope, target.slice)
-            if base is None or base[0] not in ("v", "g", "a"):
-                return
-            where = base if kind is ast.Subscript else _attribute(base, self.intern(target.attr))
-            self.facts.append(("=", where, value))
+            if base is not None and base[0] in ("v", "g", "a"):
+                self.facts.append(("=", _attribute(base, self.intern(target.attr)), value))
+        elif kind is ast.Subscript:
+            base = self.ex(scope, target.value)
+            where = self._element_of(scope, base, target.slice)
+            if where is not None:
+                self.facts.append(("=", where, value))
         elif kind is ast.Tuple or kind is ast.List:
-            for element in target.elts:
-                self._store(scope, element, value)
+            after_star = False
+            for index, element in enumerate(target.elts):
+                if isinstance(element, ast.Starred):
+                    after_star = True
+                    self._store(scope, element.value, (":", value, "*"))
+                else:
+                    self._store(scope, element, ("[", value, None if after_star else str(index)))
         elif kind is ast.Starred:
             self._store(scope, target.value, value)
+
+    def _store_nothing(self, scope: _Scope, target: ast.expr) -> None:
+        """A store of nothing the flow follows: the calls in the target; a slice store still
+        moves a list's positions, a store into another module's global ends its constancy."""
+        if isinstance(target, ast.Name):
+            return
+        self._effect(scope, target)  # x[f()] = 1, g().a = 1
+        if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice):
+            base = self.ex(scope, target.value)
+            if base is not None:
+                self.facts.append(("x", ("z", base)))
+        elif isinstance(target, ast.Attribute):
+            base = self.ex(scope, target.value)
+            if base is not None and base[0] == "g":
+                self.facts.append(("=", ("g", self.intern(f"{base[1]}.{target.attr}")), ("K",)))
+
+    def _element_of(self, scope: _Scope, base: Expr | None, index: ast.expr) -> Expr | None:
+        """The store target `base[index]` (None: the base holds nothing the flow follows)."""
+        if isinstance(index, ast.Slice):
+            for bound in (index.lower, index.upper, index.step):
+                if bound is not None:
+                    self._effect(scope, bound)
+            return (":", base, slice_view(index)) if base is not None else None
+        key = self._key_of(scope, index)
+        return ("[", base, key) if base is not None else None
+
+    def _key_of(self, scope: _Scope, index: ast.expr) -> str | Expr | None:
+        """A container key: its constant, a name that may be a module constant, or None."""
+        key = constant_key(index)
+        if key is not None:
+            return key
+        value = self.ex(scope, index)
+        if value is not None and value[0] in ("v", "g") and isinstance(index, (ast.Name, ast.Attribute)):
+            return value
+        if value is not None and value[0] != "d":
+            self.facts.append(("x", value))
+        return None
 
     def _raise(self, scope: _Scope, exc: ast.expr) -> None:
         value = self.ex(scope, exc)
@@ -401,6 +467,52 @@ class FactRecorder:
             return None
         return parts[0] if len(parts) == 1 else ("u", *parts)
 
+    def _subscript(self, scope: _Scope, node: ast.Subscript) -> Expr | None:
+        """`x[k]` (a key's values, `value_containers`), `x[1:3]` (a view)."""
+        base = self.ex(scope, node.value)
+        if isinstance(node.slice, ast.Slice):
+            for bound in (node.slice.lower, node.slice.upper, node.slice.step):
+                if bound is not None:
+                    self._effect(scope, bound)
+            return (":", base, slice_view(node.slice)) if base is not None else None
+        key = self._key_of(scope, node.slice)
+        return ("[", base, key) if base is not None else None
+
+    def _display(self, scope: _Scope, node: ast.List | ast.Tuple | ast.Set | ast.Dict) -> Expr | None:
+        """`[f, g]`, `{"a": f}`: a container of its own, its entries per constant key
+        (positions, for lists and tuples, until a starred element)."""
+        entries: list[tuple] = []
+        if isinstance(node, ast.Dict):
+            for key_node, value_node in zip(node.keys, node.values, strict=True):
+                value = self.ex(scope, value_node)
+                if key_node is None:
+                    if value is not None:
+                        entries.append((None, value, 2))
+                    continue
+                key = self._key_of(scope, key_node)
+                if value is not None:
+                    entries.append((key, value, 0))
+        else:
+            positional = not isinstance(node, ast.Set)
+            for index, element in enumerate(node.elts):
+                if isinstance(element, ast.Starred):
+                    positional = False
+                    value = self.ex(scope, element.value)
+                    if value is not None:
+                        entries.append((None, value, 1))
+                    continue
+                value = self.ex(scope, element)
+                if value is not None:
+                    entries.append((str(index) if positional else None, value, 0))
+        if not entries:
+            return None
+        return ("l", self._site(scope, node), tuple(entries))
+
+    def _site(self, scope: _Scope, node: ast.expr) -> str:
+        kind = {ast.List: "l", ast.Tuple: "t", ast.Set: "s"}.get(type(node), "d")
+        _, line, column = self._key(scope, node)
+        return self.intern(f"%{kind}@{scope.key}:{line}:{column}")
+
     def _name_load(self, scope: _Scope, node: ast.Name) -> Expr | None:
         name = node.id
         current: _Scope | None = scope
@@ -496,7 +608,7 @@ class FactRecorder:
             effects = [a for a in args if a is not None] + [v for _, v in kwargs if v is not None]
             return ("e", *effects) if effects else None
         if callee[0] == "a" and isinstance(node.func, ast.Attribute):
-            return self._method_call(node.func, call, args)
+            return self._method_call(scope, node, call, args)
         return call
 
     def _argument(self, scope: _Scope, node: ast.expr) -> Expr | None:
@@ -513,6 +625,13 @@ class FactRecorder:
             if scope.class_qualname is None or scope.self_loc is None:
                 return (None,)
             return (("s", scope.class_qualname, scope.self_loc),)
+        if name == "dict" and not args and kwargs:
+            entries = tuple((repr(k), v, 0) if k is not None else (None, v, 2) for k, v in kwargs if v is not None)
+            return (("l", self._site(scope, node), entries) if entries else None,)
+        if name in VIEWS:
+            return (("V", *values) if values else None,)
+        if name == "next":
+            return (("*", ("u", *values)) if values else None,)
         if name in PASSTHROUGH:
             return (("u", *values) if values else None,)
         if name in PARTIAL and args and args[0] is not None:
@@ -528,17 +647,40 @@ class FactRecorder:
                     self.facts.append(("x", ("c", value, (), (), self._key(scope, element), False)))
         return None
 
-    def _method_call(self, func: ast.Attribute, call: Expr, args: tuple) -> Expr:
+    def _method_call(self, scope: _Scope, node: ast.Call, call: Expr, args: tuple) -> Expr:
+        """`xs.append(f)`, `d.update(...)`, `d.get(k)`: stores into and reads of containers."""
         receiver = call[1][1]
-        method = func.attr
-        if method in STORE_METHODS and receiver[0] in ("v", "g", "a"):
-            stored = [a[1] if a[0] == "*" else a for a in args if a is not None]
-            if stored:
-                self.facts.append(("=", receiver, stored[0] if len(stored) == 1 else ("u", *stored)))
+        method = node.func.attr
+        stored: Expr | None = None
+        if method in STORE_METHODS and args:
+            stored = args[-1]
+        elif method == "extend" and args and args[0] is not None:
+            stored = ("*", args[0][1] if args[0][0] == "*" else args[0])
+        if stored is not None:
+            self.facts.append(
+                ("=", ("[", receiver, None), stored[1] if stored[0] == "*" and method != "extend" else stored)
+            )
+        elif method == "update":
+            self._update(receiver, node, call)
+        elif method == "setdefault" and len(args) > 1 and args[1] is not None:
+            self.facts.append(("=", ("[", receiver, self._key_of(scope, node.args[0])), args[1]))
+        if method in SHIFT_METHODS:
+            self.facts.append(("x", ("z", receiver)))
         if method in READ_METHODS:
             defaults = [a for a in args[1:] if a is not None] if method in _DEFAULT_READS else []
             return ("u", call, ("m", receiver, self.intern(method)), *defaults)
         return call
+
+    def _update(self, receiver: Expr, node: ast.Call, call: Expr) -> None:
+        """`d.update(other, k=v)`: ``other``'s entries key by key, ``v`` under "k"."""
+        _, _, args, kwargs, _, _ = call
+        for arg in args:
+            if arg is not None:
+                self.facts.append(("=", ("{", receiver), arg[1] if arg[0] == "*" else arg))
+        for name, value in kwargs:
+            if value is not None:
+                target = ("[", receiver, repr(name)) if name is not None else ("{", receiver)
+                self.facts.append(("=", target, value))
 
 
 def record_facts(st: ModuleState) -> None:

@@ -369,3 +369,71 @@ def test_a_list_whose_positions_may_move_reads_every_position(write_tree, monkey
     # another module stores to the constant: the index is unknown
     assert graph["main.later_index"] == ["main.first", "main.second"]
     assert graph["main.first_of"] == ["main.first", "main.second"]
+
+
+STORED = """\
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+def wrap(fn):
+    def wrapped():
+        return fn()
+
+    return wrapped
+
+
+def log():
+    pass
+
+
+class Trainer:
+    def __init__(self):
+        self.step = first
+        self.step = wrap(self.step)
+        self.step()
+
+    def later(self):
+        self.step()
+
+
+def replaced():
+    d = {"a": {"b": first}}
+    d["a"]["b"] = second
+    d["a"]["b"]()
+
+
+def updated():
+    d = {"a": first}
+    d.update({"a": second})
+    d["a"]()
+
+
+def after_a_call(other):
+    d = {"a": first}
+    d["a"] = second
+    log()
+    d["a"]()
+
+
+def in_a_branch(flag):
+    d = {"a": first}
+    if flag:
+        d["a"] = second
+    d["a"]()
+"""
+
+
+def test_a_read_right_after_a_store_sees_only_the_stored_value(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": STORED})
+    assert graph["main.Trainer.__init__"] == ["main.wrap", "main.wrap.wrapped"]
+    assert graph["main.Trainer.later"] == ["main.first", "main.wrap.wrapped"]  # elsewhere: either
+    assert graph["main.replaced"] == ["main.second"]
+    assert graph["main.updated"] == ["main.second"]
+    # a call in between may change the dict; a branch may not have run
+    assert graph["main.after_a_call"] == ["main.first", "main.log", "main.second"]
+    assert graph["main.in_a_branch"] == ["main.first", "main.second"]

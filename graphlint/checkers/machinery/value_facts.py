@@ -48,6 +48,7 @@ from graphlint.checkers.machinery.syntax import (
     statements,
 )
 from graphlint.checkers.machinery.value_keys import constant_key, slice_view
+from graphlint.checkers.machinery.value_memory import STRAIGHT, access_path, forget_name
 
 Expr = tuple
 # Calls that return the elements of their arguments in a new container (or a copy), by
@@ -97,6 +98,7 @@ class _Scope:
     lambdas: int = 0
     versioned: frozenset[str] = frozenset()  # names bound only by top-level `name = ...`, twice or more
     versions: dict[str, int] = field(default_factory=dict)  # the assignment each such name holds now
+    memory: dict[tuple[str, ...], tuple | None] = field(default_factory=dict)  # value_memory: path -> stored
 
     def loc(self, name: str) -> str:
         if self.kind == "function":
@@ -120,7 +122,7 @@ class FactRecorder:
             ast.Lambda: self._lambda,
             ast.Subscript: self._subscript,
             ast.Starred: lambda scope, node: self.ex(scope, node.value),
-            ast.Await: lambda scope, node: self.ex(scope, node.value),
+            ast.Await: self._await,
             ast.List: self._display,
             ast.Tuple: self._display,
             ast.Set: self._display,
@@ -196,6 +198,7 @@ class FactRecorder:
     def _versioned_assign(self, scope: _Scope, stmt: ast.Assign) -> None:
         value = self.ex(scope, stmt.value)
         for target in stmt.targets:
+            forget_name(scope.memory, target.id)
             where = self._name_store(scope, target.id)
             if value is not None:
                 self.facts.append(("=", where, value))
@@ -210,6 +213,24 @@ class FactRecorder:
 
     def _stmt(self, scope: _Scope, stmt: ast.stmt) -> None:
         kind = type(stmt)
+        straight = kind in STRAIGHT
+        if not straight:
+            scope.memory.clear()
+            if kind is ast.Delete:
+                self._delete(scope, stmt)
+        self._dispatch(scope, stmt, kind)
+        if not straight:
+            scope.memory.clear()
+
+    def _delete(self, scope: _Scope, stmt: ast.Delete) -> None:
+        """`del xs[0]`: the lists ``xs`` holds lose their positions."""
+        for target in stmt.targets:
+            if isinstance(target, ast.Subscript):
+                base = self.ex(scope, target.value)
+                if base is not None:
+                    self.facts.append(("x", ("z", base)))
+
+    def _dispatch(self, scope: _Scope, stmt: ast.stmt, kind: type) -> None:
         if kind is ast.Assign:
             self._assign(scope, stmt.targets, stmt.value)
         elif kind is ast.Expr:
@@ -283,19 +304,23 @@ class FactRecorder:
     def _store(self, scope: _Scope, target: ast.expr, value: Expr | None) -> None:
         if value is None:
             self._store_nothing(scope, target)
+            self._remember(scope, target, None)
             return
         kind = type(target)
         if kind is ast.Name:
+            forget_name(scope.memory, target.id)
             self.facts.append(("=", self._name_store(scope, target.id), value))
         elif kind is ast.Attribute:
             base = self.ex(scope, target.value)
             if base is not None and base[0] in ("v", "g", "a"):
                 self.facts.append(("=", _attribute(base, self.intern(target.attr)), value))
+            self._remember(scope, target, value)
         elif kind is ast.Subscript:
             base = self.ex(scope, target.value)
             where = self._element_of(scope, base, target.slice)
             if where is not None:
                 self.facts.append(("=", where, value))
+            self._remember(scope, target, value)
         elif kind is ast.Tuple or kind is ast.List:
             after_star = False
             for index, element in enumerate(target.elts):
@@ -306,6 +331,24 @@ class FactRecorder:
                     self._store(scope, element, ("[", value, None if after_star else str(index)))
         elif kind is ast.Starred:
             self._store(scope, target.value, value)
+
+    def _remember(self, scope: _Scope, target: ast.expr, value: Expr | None) -> None:
+        """After a store into a container or attribute: it alone is known (`value_memory`)."""
+        if isinstance(target, (ast.Name, ast.Tuple, ast.List, ast.Starred)):
+            return
+        scope.memory.clear()
+        path = access_path(target)
+        if path is not None:
+            scope.memory[path] = value
+
+    def _recalled(self, scope: _Scope, node: ast.expr, read: Expr | None) -> Expr | None:
+        """A read of a path the block just stored: ``("y", read, stored)`` for the solver."""
+        if read is None or not scope.memory:
+            return read
+        path = access_path(node)
+        if path is None or path not in scope.memory:
+            return read
+        return ("y", read, scope.memory[path])
 
     def _store_nothing(self, scope: _Scope, target: ast.expr) -> None:
         """A store of nothing the flow follows: the calls in the target; a slice store still
@@ -476,7 +519,7 @@ class FactRecorder:
                     self._effect(scope, bound)
             return (":", base, slice_view(node.slice)) if base is not None else None
         key = self._key_of(scope, node.slice)
-        return ("[", base, key) if base is not None else None
+        return self._recalled(scope, node, ("[", base, key) if base is not None else None)
 
     def _display(self, scope: _Scope, node: ast.List | ast.Tuple | ast.Set | ast.Dict) -> Expr | None:
         """`[f, g]`, `{"a": f}`: a container of its own, its entries per constant key
@@ -549,7 +592,7 @@ class FactRecorder:
             return None
         if base[0] == "g":
             return ("g", self.intern(canonical(f"{base[1]}.{node.attr}")))
-        return _attribute(base, self.intern(node.attr))
+        return self._recalled(scope, node, _attribute(base, self.intern(node.attr)))
 
     def _named(self, scope: _Scope, node: ast.NamedExpr) -> Expr | None:
         value = self.ex(scope, node.value)
@@ -559,9 +602,16 @@ class FactRecorder:
 
     def _yield(self, scope: _Scope, node: ast.Yield | ast.YieldFrom) -> Expr | None:
         self._returned(scope, self.ex(scope, node.value))
+        scope.memory.clear()
         return None
 
+    def _await(self, scope: _Scope, node: ast.Await) -> Expr | None:
+        value = self.ex(scope, node.value)
+        scope.memory.clear()
+        return value
+
     def _comprehension(self, scope: _Scope, node: ast.expr) -> Expr | None:
+        scope.memory.clear()  # its elements are evaluated again after its calls
         for generator in node.generators:
             scope.names.update(bound_names(generator.target))
             self._store(scope, generator.target, self._iterated(scope, generator.iter))
@@ -597,6 +647,7 @@ class FactRecorder:
         callee = self.ex(scope, node.func)
         args = tuple(self._argument(scope, a) for a in node.args)
         kwargs = tuple((kw.arg, self.ex(scope, kw.value)) for kw in node.keywords)
+        scope.memory.clear()  # the call runs now: it may change what any path holds
         name = callee[1] if callee is not None and callee[0] == "g" else None
         if name is not None:
             special = self._library_call(scope, node, name, args, kwargs)
@@ -661,7 +712,7 @@ class FactRecorder:
                 ("=", ("[", receiver, None), stored[1] if stored[0] == "*" and method != "extend" else stored)
             )
         elif method == "update":
-            self._update(receiver, node, call)
+            self._update(scope, receiver, node, call)
         elif method == "setdefault" and len(args) > 1 and args[1] is not None:
             self.facts.append(("=", ("[", receiver, self._key_of(scope, node.args[0])), args[1]))
         if method in SHIFT_METHODS:
@@ -671,7 +722,7 @@ class FactRecorder:
             return ("u", call, ("m", receiver, self.intern(method)), *defaults)
         return call
 
-    def _update(self, receiver: Expr, node: ast.Call, call: Expr) -> None:
+    def _update(self, scope: _Scope, receiver: Expr, node: ast.Call, call: Expr) -> None:
         """`d.update(other, k=v)`: ``other``'s entries key by key, ``v`` under "k"."""
         _, _, args, kwargs, _, _ = call
         for arg in args:
@@ -681,6 +732,25 @@ class FactRecorder:
             if value is not None:
                 target = ("[", receiver, repr(name)) if name is not None else ("{", receiver)
                 self.facts.append(("=", target, value))
+        self._remember_update(scope, node, kwargs)
+
+    def _remember_update(self, scope: _Scope, node: ast.Call, kwargs: tuple) -> None:
+        """`d.update({"a": f}, b=g)` on a path: its "a" and "b" hold just those now."""
+        path = access_path(node.func.value)
+        if path is None or len(node.args) > 1 or any(k.arg is None for k in node.keywords):
+            return
+        entries: list[tuple[str, Expr | None]] = [(repr(name), value) for name, value in kwargs]
+        if node.args:
+            given = node.args[0]
+            if not isinstance(given, ast.Dict):
+                return
+            for key_node, value_node in zip(given.keys, given.values, strict=True):
+                key = constant_key(key_node) if key_node is not None else None
+                if key is None or not isinstance(value_node, (ast.Name, ast.Attribute, ast.Constant)):
+                    return
+                entries.append((key, self.ex(scope, value_node)))
+        for key, value in entries:
+            scope.memory[(*path, "[" + key)] = value
 
 
 def record_facts(st: ModuleState) -> None:

@@ -102,6 +102,7 @@ class ValueFlow(ContainerFlow):
             "V": self._views,
             "z": self._shift,
             "K": lambda e: {"="},  # stored to from another module: no longer a constant
+            "y": self._recalled,
         }
         self._solve(facts)
 
@@ -189,6 +190,27 @@ class ValueFlow(ContainerFlow):
                     self._add(f"{owner}.{target[2]}", values)
         elif tag in "[:{":
             self._assign_element(target, values)
+
+    def _recalled(self, expr: tuple) -> set[str] | frozenset[str]:
+        """A read right after a store of the same path (`value_memory`): the stored value, when
+        the receiver is a plain container or object; otherwise the flow-insensitive read.
+        Nothing while the receiver holds nothing (so the answer only grows)."""
+        _, read, stored = expr
+        held = self.evaluate(read[1])
+        if not held:
+            return _EMPTY
+        if read[0] == "[":
+            plain = all(is_container(v) for v in held)
+        else:
+            plain = all(self._plain_attribute(v, read[2]) for v in held)
+        return self.evaluate(stored) if plain else self.evaluate(read)
+
+    def _plain_attribute(self, holder: str, attr: str) -> bool:
+        """Whether ``holder.attr`` reads back what was stored (no method, property or hook)."""
+        cls = holder[1:] if holder[0] == "!" else holder
+        if cls not in self.names.classes:
+            return False
+        return all(self._method(cls, name) is None for name in (attr, "__setattr__", "__getattribute__"))
 
     def _locations_of(self, expr: tuple) -> tuple[str, ...]:
         """The locations a name expression reads (`v`: one; `g`: it and what it re-exports)."""

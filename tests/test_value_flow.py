@@ -437,3 +437,33 @@ def test_a_read_right_after_a_store_sees_only_the_stored_value(write_tree, monke
     # a call in between may change the dict; a branch may not have run
     assert graph["main.after_a_call"] == ["main.first", "main.log", "main.second"]
     assert graph["main.in_a_branch"] == ["main.first", "main.second"]
+
+
+EVALUATED = """\
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+def run():
+    eval("first()")
+    exec("second()\\nx = 1")
+
+
+def namespaced():
+    eval("first()", {})
+
+
+def broken():
+    eval("first(")
+"""
+
+
+def test_a_constant_string_passed_to_eval_or_exec_calls_what_it_names(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": EVALUATED})
+    assert graph["main.run"] == ["<builtin>.eval", "<builtin>.exec", "main.first", "main.second"]
+    assert graph["main.namespaced"] == ["<builtin>.eval"]  # its own globals: not the caller's names
+    assert graph["main.broken"] == ["<builtin>.eval"]

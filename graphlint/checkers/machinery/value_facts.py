@@ -681,6 +681,8 @@ class FactRecorder:
             return (("l", self._site(scope, node), entries) if entries else None,)
         if name in VIEWS:
             return (("V", *values) if values else None,)
+        if name in ("eval", "exec"):
+            return (self._evaluated_source(scope, node, name),)
         if name == "next":
             return (("*", ("u", *values)) if values else None,)
         if name in PASSTHROUGH:
@@ -697,6 +699,34 @@ class FactRecorder:
                 if value is not None:  # what calling the captured callable runs (binder: EntryRef)
                     self.facts.append(("x", ("c", value, (), (), self._key(scope, element), False)))
         return None
+
+    def _evaluated_source(self, scope: _Scope, node: ast.Call, name: str) -> Expr | None:
+        """`eval("f()")`, `exec("f()")` of a constant string in the caller's namespace: its
+        expressions as if written at the call (calls the binder never names). A string that
+        does not parse, or namespaces given explicitly, leave it unresolved."""
+        if len(node.args) != 1 or node.keywords:
+            return None
+        source = node.args[0]
+        if not isinstance(source, ast.Constant) or not isinstance(source.value, str):
+            return None
+        try:
+            tree = ast.parse(source.value, mode="eval" if name == "eval" else "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        for inner in ast.walk(tree):
+            if "lineno" in inner._attributes:
+                ast.copy_location(inner, node)
+                inner.end_lineno, inner.end_col_offset = node.end_lineno, node.end_col_offset
+        saved, scope.extra = scope.extra, True
+        try:
+            if isinstance(tree, ast.Expression):
+                return self.ex(scope, tree.body)
+            for stmt in tree.body:
+                if isinstance(stmt, ast.Expr):
+                    self._effect(scope, stmt.value)
+            return None
+        finally:
+            scope.extra = saved
 
     def _method_call(self, scope: _Scope, node: ast.Call, call: Expr, args: tuple) -> Expr:
         """`xs.append(f)`, `d.update(...)`, `d.get(k)`: stores into and reads of containers."""

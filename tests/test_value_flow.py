@@ -467,3 +467,35 @@ def test_a_constant_string_passed_to_eval_or_exec_calls_what_it_names(write_tree
     assert graph["main.run"] == ["<builtin>.eval", "<builtin>.exec", "main.first", "main.second"]
     assert graph["main.namespaced"] == ["<builtin>.eval"]  # its own globals: not the caller's names
     assert graph["main.broken"] == ["<builtin>.eval"]
+
+
+WRAPPED = """\
+def body():
+    pass
+
+
+def wrap(fn):
+    def wrapped():
+        return fn()
+
+    return wrapped
+
+
+class Trainer:
+    def __init__(self, graphs):
+        self.step = self.body
+        if graphs:
+            self.step = wrap(self.step)
+
+    def body(self):
+        pass
+
+    def train(self):
+        self.step()
+"""
+
+
+def test_a_wrapper_applied_in_a_branch_wraps_what_was_stored_just_before(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": WRAPPED})
+    assert graph["main.wrap.wrapped"] == ["main.Trainer.body"]  # never its own result
+    assert graph["main.Trainer.train"] == ["main.Trainer.body", "main.wrap.wrapped"]

@@ -214,13 +214,24 @@ class FactRecorder:
     def _stmt(self, scope: _Scope, stmt: ast.stmt) -> None:
         kind = type(stmt)
         straight = kind in STRAIGHT
-        if not straight:
+        if kind is ast.If:
+            self._branches(scope, stmt)
+        elif not straight:
             scope.memory.clear()
             if kind is ast.Delete:
                 self._delete(scope, stmt)
-        self._dispatch(scope, stmt, kind)
+        if kind is not ast.If:
+            self._dispatch(scope, stmt, kind)
         if not straight:
             scope.memory.clear()
+
+    def _branches(self, scope: _Scope, stmt: ast.If) -> None:
+        """`if`: each branch starts from what the block knew after the test (`value_memory`)."""
+        self._effect(scope, stmt.test)
+        known = dict(scope.memory)
+        self._body(scope, stmt.body)
+        scope.memory = dict(known)
+        self._body(scope, stmt.orelse)
 
     def _delete(self, scope: _Scope, stmt: ast.Delete) -> None:
         """`del xs[0]`: the lists ``xs`` holds lose their positions."""

@@ -499,3 +499,31 @@ def test_a_wrapper_applied_in_a_branch_wraps_what_was_stored_just_before(write_t
     graph = _graph(write_tree, monkeypatch, {"main.py": WRAPPED})
     assert graph["main.wrap.wrapped"] == ["main.Trainer.body"]  # never its own result
     assert graph["main.Trainer.train"] == ["main.Trainer.body", "main.wrap.wrapped"]
+
+
+KEYS = """\
+NAME = "go"
+
+
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+pair = (first, second)
+pair[-1]()
+named = {NAME: first, "stop": second}
+
+
+def by_name():
+    named["go"]()
+"""
+
+
+def test_a_negative_index_reads_every_position_and_a_constant_name_is_its_value(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": KEYS})
+    assert graph["main"] == ["main.first", "main.second"]
+    assert graph["main.by_name"] == ["main.first"]

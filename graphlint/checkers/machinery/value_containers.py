@@ -63,7 +63,7 @@ class ContainerFlow:
             elif splat == 1:
                 self._store(site, None, self.elements(values))
             else:
-                self._store(site, key, values)
+                self._store(site, key if key is None or isinstance(key, str) else self._constant(key), values)
         return {site}
 
     def _store(self, container: str, key: str | None, values: Iterable[str]) -> None:
@@ -72,7 +72,7 @@ class ContainerFlow:
             return
         base, _, view = container.partition("|")
         key = self._through_view(view, key)
-        slot = key if key is not None and (base[1] != _SHIFTABLE or key[0] != "-") else _UNKNOWN
+        slot = key if key is not None and (base[1] not in _POSITIONAL or key[0] != "-") else _UNKNOWN
         keys = self._keys.setdefault(base, set())
         if slot not in keys:
             keys.add(slot)
@@ -126,7 +126,7 @@ class ContainerFlow:
     def _element(self, value: str, key: str | None) -> set[str] | frozenset[str]:
         base, _, view = value.partition("|")
         key = self._through_view(view, key)
-        if key is None or base[1] == "s" or (base[1] == _SHIFTABLE and (key[0] == "-" or base in self._collapsed)):
+        if key is None or base[1] == "s" or (base[1] in _POSITIONAL and key[0] == "-"):
             return self._all(base)
         self._registry(base)  # a later collapse re-reads
         if base in self._collapsed:

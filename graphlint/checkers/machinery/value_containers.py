@@ -35,6 +35,7 @@ class ContainerFlow:
     _keys: dict[str, set[str]]
     _collapsed: set[str]
     _constants: dict[str, str | None]
+    values: dict[str, set[str]]
 
     # -- provided by ValueFlow -----------------------------------------------------------------
     def evaluate(self, expr: tuple | None) -> set[str] | frozenset[str]:  # pragma: no cover
@@ -74,10 +75,14 @@ class ContainerFlow:
         key = self._through_view(view, key)
         slot = key if key is not None and (base[1] not in _POSITIONAL or key[0] != "-") else _UNKNOWN
         keys = self._keys.setdefault(base, set())
-        if slot not in keys:
-            keys.add(slot)
-            self._touch(f"{base}[#]")
-        self._add(f"{base}[{slot}]", values)
+        location = f"{base}[{slot}]"
+        held = self.values.get(location)
+        before = len(held) if held is not None else -1
+        keys.add(slot)
+        self._add(location, values)
+        held = self.values.get(location)
+        if (len(held) if held is not None else -1) != before:
+            self._touch(f"{base}[#]")  # what reads the container reads it again
 
     def _merge(self, container: str, sources: Iterable[str]) -> None:
         """`d.update(other)`, `{**other}`: ``other``'s keys copied key by key."""
@@ -91,7 +96,7 @@ class ContainerFlow:
                 self._store(container, None, self._all(base))
                 continue
             for key in tuple(self._registry(base)):
-                self._store(container, None if key == _UNKNOWN else key, self._read(f"{base}[{key}]"))
+                self._store(container, None if key == _UNKNOWN else key, self._slot(base, key))
         self._store(container, None, loose)
 
     # -- reading ----------------------------------------------------------------------------------
@@ -128,10 +133,10 @@ class ContainerFlow:
         key = self._through_view(view, key)
         if key is None or base[1] == "s" or (base[1] in _POSITIONAL and key[0] == "-"):
             return self._all(base)
-        self._registry(base)  # a later collapse re-reads
+        self._registry(base)  # a later store or collapse re-reads
         if base in self._collapsed:
             return self._all(base)
-        return self._read(f"{base}[{key}]") | self._read(f"{base}[{_UNKNOWN}]")
+        return self._slot(base, key) | self._slot(base, _UNKNOWN)
 
     def _through_view(self, view: str, key: str | None) -> str | None:
         """The base list's key for ``key`` read through a slice view (None: unknown)."""
@@ -144,13 +149,18 @@ class ContainerFlow:
         return str(index) if not high or index < int(high) else None
 
     def _registry(self, base: str) -> set[str]:
+        """The container's keys, the fact evaluating now registered as its reader: one
+        registration per container, re-run when any of its keys gains values."""
         self._read(f"{base}[#]")
         return self._keys.get(base, set())
+
+    def _slot(self, base: str, key: str) -> set[str] | frozenset[str]:
+        return self.values.get(f"{base}[{key}]", _EMPTY)
 
     def _all(self, base: str) -> set[str]:
         found: set[str] = set()
         for key in tuple(self._registry(base)):
-            found |= self._read(f"{base}[{key}]")
+            found |= self._slot(base, key)
         return found
 
     def elements(self, values: Iterable[str]) -> set[str]:

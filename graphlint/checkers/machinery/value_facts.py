@@ -115,6 +115,7 @@ class FactRecorder:
         self.facts: list[tuple] = []
         self.defs: dict[str, tuple] = {}
         self._strings: dict[str, str] = {}
+        self._declared: set[str] = set()  # names some function declares global or nonlocal
         self._expr = {
             ast.Name: self._name_load,
             ast.Attribute: self._attribute,
@@ -143,33 +144,32 @@ class FactRecorder:
         st = self.st
         scope = _Scope(self.module, "module", None, key=f"{self.module}.<module>")
         scope.names = set(st.defs) | st.module_assigned | _loop_and_with_names(st.tree.body)
-        self._constants(st.tree.body)
         self._scope_body(scope, st.tree.body)
+        self._constants(st.tree.body)
         st.summary.flow = self.facts
         st.summary.flow_defs = self.defs
 
     def _constants(self, body: list[ast.stmt]) -> None:
         """Module-level names bound once, to a constant, and nowhere else in the file (`key = 1`):
-        a container key they name is that constant (another module's store undoes it)."""
-        counts: dict[str, int] = {}
-        for stmt in body:
-            if isinstance(stmt, ast.Assign):
-                for name in (n for t in stmt.targets for n in bound_names(t)):
-                    counts[name] = counts.get(name, 0) + 1
-        candidates = [
-            (stmt.targets[0].id, key)
+        a container key they name is that constant (another module's store undoes it). Run
+        after the walk, which collected the names functions declare `global`."""
+        candidates = {
+            stmt.targets[0].id: key
             for stmt in body
             if isinstance(stmt, ast.Assign)
             and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)
-            and counts[stmt.targets[0].id] == 1
             and (key := constant_key(stmt.value)) is not None
-        ]
-        if candidates:
-            elsewhere = _bound_elsewhere(body, True)
-            for name, key in candidates:
-                if name not in elsewhere:
-                    self.facts.append(("K", self.intern(f"{self.module}.{name}"), key))
+        }
+        if not candidates:
+            return
+        counts: dict[str, int] = {}
+        for stmt in statements(body):
+            for name in _bound_by_statement(stmt):
+                counts[name] = counts.get(name, 0) + 1
+        for name, key in candidates.items():
+            if counts.get(name) == 1 and name not in self._declared:
+                self.facts.append(("K", self.intern(f"{self.module}.{name}"), key))
 
     def intern(self, text: str) -> str:
         """One object per string, so the pickled summary stores each location once."""
@@ -413,6 +413,7 @@ class FactRecorder:
         kind = _method_kind(node) if scope.kind == "class" else "f"
         inner = self._function_scope(scope, qualname, node.args, kind)
         _local_names(node.body, inner.names, inner.globals)
+        self._declared |= inner.globals
         if kind == "m" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("i", scope.qualname)))
         elif kind == "c" and inner.self_loc is not None:
@@ -855,6 +856,21 @@ def _bound_elsewhere(body: list[ast.stmt], module: bool) -> set[str]:
             names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
         names.update(h.name for h in getattr(stmt, "handlers", ()) if h.name)
     return names
+
+
+def _bound_by_statement(stmt: ast.stmt) -> list[str]:
+    """The names one statement binds in its own scope (not in blocks it holds)."""
+    if isinstance(stmt, ast.Assign):
+        return [n for t in stmt.targets for n in bound_names(t)]
+    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+        return list(bound_names(stmt.target))
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [n for item in stmt.items if item.optional_vars for n in bound_names(item.optional_vars)]
+    if isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
+        return [stmt.name]
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in stmt.names]
+    return [h.name for h in getattr(stmt, "handlers", ()) if h.name]
 
 
 def _loop_and_with_names(body: list[ast.stmt]) -> set[str]:

@@ -23,12 +23,24 @@ evaluates to the set of values it may hold:
     ("s", class, self_loc)          super() in a method of ``class``
     ("r", expr, key)                `raise E`: ``E`` constructed
     ("t", expr, key)                iterating: the elements, or __iter__ then __next__ of an object
-    ("u", expr, ...)                the union (containers are their elements, iteration and
-                                    indexing keep them: context- and index-insensitive)
+    ("u", expr, ...)                the union
+    ("l", site, entries)            a list/tuple/set/dict display: a container of its own, its
+                                    entries (key, expr, splat) stored per constant key
+                                    (`value_containers`; a value that is no container is its
+                                    own element, the older reading)
+    ("[", expr, key)                `x[k]`: the entries under ``key`` (a constant's repr, a name
+                                    that may be a module constant, or None: every entry)
+    (":", expr, view)               `x[1:3]`: a view of each list ("low:high", or "*")
+    ("V", expr, ...)                `list(xs)`, `sorted(xs)`: the same containers, positions unknown
+    ("z", expr)                     `xs.pop(0)`, `del xs[0]`: the lists lose their positions
+    ("y", read, stored)             a read right after a store of the same path (`value_memory`)
+    ("K",)                          a store into another module's global (no longer a constant)
     ("e", expr, ...)                evaluated for the calls inside, no value
     ("o", dotted, key)              a library call the flow knows (`list(...)`), as a call outside
 
-Facts are ("=", target, expr) (a target is a "v", "g" or "a" expression) and ("x", expr).
+Facts are ("=", target, expr) (a target is a "v", "g", "a", "[" or ":" expression, or
+("{", expr): `d.update(other)`, key by key), ("x", expr) and ("K", location, key): a module
+global bound once, to a constant.
 Definitions are kept as `flow_defs`: qualname -> (params, positional count, *args, **kwargs,
 kind), kind "f" function, "m" method, "s" staticmethod, "c" classmethod, "p" property.
 """

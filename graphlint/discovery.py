@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +72,8 @@ def _package_parts(directory: Path) -> tuple[str, ...]:
     resolves to it. A folder without `__init__.py` ends the crawl when its name is not an
     identifier or it is a project root (pyproject.toml, setup.py, .git): a tree with no
     `__init__.py` at all keeps bare names (scripts side by side import each other as
-    `import train`).
+    `import train`). A top package whose own files import its sub-modules by absolute name
+    is an import root too (`_imports_own_children`).
     """
     parts: tuple[str, ...] = ()
     crossed: tuple[str, ...] = ()  # namespace folders, kept once a regular package lies above
@@ -79,6 +81,8 @@ def _package_parts(directory: Path) -> tuple[str, ...]:
         if not directory.name.isidentifier():
             break  # no import can name it, `__init__.py` or not (PyCG's `micro-benchmark/`)
         if (directory / "__init__.py").is_file():
+            if not (directory.parent / "__init__.py").is_file() and _imports_own_children(directory):
+                break
             parts = (directory.name, *crossed, *parts)
             crossed = ()
         elif not any((directory / m).exists() for m in _PROJECT_MARKERS):
@@ -90,6 +94,41 @@ def _package_parts(directory: Path) -> tuple[str, ...]:
             break
         directory = parent
     return parts
+
+
+# `from a.b import c`, `import a.b`, `from a import b`: the first two names of an absolute import.
+_ABSOLUTE_IMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?[\w.]*[ \t]+import[ \t(]+([A-Za-z_]\w*)"
+    r"|import[ \t]+([A-Za-z_]\w*)\.([A-Za-z_]\w*))",
+    re.MULTILINE,
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _imports_own_children(directory: Path) -> bool:
+    """Whether a file directly in ``directory`` imports a module below it by absolute name
+    (`from nested.mod import f` next to `nested/mod.py`). Python finds that only with the
+    folder itself on `sys.path` (a script run from there, PyCG's micro-benchmark cases): its
+    `__init__.py` notwithstanding, the folder is where module names start. Both names must
+    be the folder's (a sub-package and a module in it), so a library import that happens to
+    share a sub-package's name (`import onnx.helper` next to `onnx/`) is not evidence."""
+    for path in directory.glob("*.py"):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for match in _ABSOLUTE_IMPORT.finditer(text):
+            package, module, imported, package2, module2 = match.groups()
+            package = package or package2
+            module = module or module2 or imported
+            child = directory / package
+            if (child / "__init__.py").is_file() and _is_module(child / module):
+                return True
+    return False
+
+
+def _is_module(path: Path) -> bool:
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def discover(paths: list[str], resolver: ConfigResolver, force_exclude: bool = False) -> list[SourceFile]:

@@ -59,6 +59,32 @@ def test_a_nested_project_root_is_its_own_import_root(write_tree) -> None:
     assert modules["pkg/csrc/x.py"] == "pkg.csrc.x"
 
 
+def test_a_package_folder_whose_files_import_its_children_absolutely_is_an_import_root(write_tree) -> None:
+    # main.py runs as a script from its folder: `from nested.jobs import run` works only so.
+    root = write_tree(
+        {
+            "app/__init__.py": "",
+            "app/main.py": "from nested.jobs import run\n",
+            "app/nested/__init__.py": "",
+            "app/nested/jobs.py": "from .util import helper\n",
+            "app/nested/util.py": "",
+        }
+    )
+    assert _modules(root, "app") == {
+        "app/__init__.py": "",
+        "app/main.py": "main",
+        "app/nested/__init__.py": "nested",
+        "app/nested/jobs.py": "nested.jobs",
+        "app/nested/util.py": "nested.util",
+    }
+
+
+def test_a_library_import_sharing_a_sub_package_name_keeps_the_package_prefix(write_tree) -> None:
+    # `import onnx.helper` is the library: the package's own onnx/ has no helper module.
+    root = write_tree({"lib/__init__.py": "import onnx.helper\nfrom onnx import shape\n", "lib/onnx/__init__.py": ""})
+    assert _modules(root, "lib") == {"lib/__init__.py": "lib", "lib/onnx/__init__.py": "lib.onnx"}
+
+
 RUNNER = """\
 import torch
 from pkg.srt.layers.linear import apply

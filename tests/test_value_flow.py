@@ -221,3 +221,309 @@ def test_a_warm_run_follows_the_same_values(write_tree, monkeypatch, tmp_path) -
     (summary,) = warm_project.summaries.values()
     restored = pickle.loads(pickle.dumps(summary))
     assert restored.flow and restored.flow == summary.flow
+
+
+CONTAINERS = """\
+from settings import CHOSEN
+
+
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+def third():
+    pass
+
+
+table = {"a": first, 1: second, "1": third}
+table["a"]()
+table[1]()
+table[True]()
+
+
+def by_key():
+    table["1"]()
+
+
+pair = [[first], second]
+pair[0][0]()
+
+
+def by_position():
+    pair[1]()
+
+
+trio = [first, second, third]
+tail = trio[1:3]
+
+
+def from_slice():
+    tail[0]()
+
+
+def by_constant():
+    trio[CHOSEN]()
+
+
+def by_unknown(key):
+    trio[key]()
+
+
+handlers = {"go": third}
+handlers.update({"stop": first}, run=second)
+
+
+def stop():
+    handlers["stop"]()
+
+
+def run():
+    handlers["run"]()
+
+
+def each():
+    for fn in handlers.values():
+        fn()
+"""
+
+
+def test_a_container_holds_its_values_per_constant_key(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": CONTAINERS, "settings.py": "CHOSEN = 2\n"})
+    assert graph["main"] == ["main.first", "main.second"]
+    assert graph["main.by_key"] == ["main.third"]
+    assert graph["main.by_position"] == ["main.second"]
+    assert graph["main.from_slice"] == ["main.second"]
+    assert graph["main.by_constant"] == ["main.third"]
+    assert graph["main.by_unknown"] == ["main.first", "main.second", "main.third"]
+    assert graph["main.stop"] == ["main.first"]
+    assert graph["main.run"] == ["main.second"]
+    assert graph["main.each"] == ["main.first", "main.second", "main.third"]
+
+
+MOVED = """\
+import random
+
+from settings import CHOSEN
+
+
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+popped = [first, second]
+popped.pop(0)
+
+
+def after_pop():
+    popped[0]()
+
+
+shuffled = [first, second]
+random.shuffle(shuffled)
+
+
+def after_shuffle():
+    shuffled[0]()
+
+
+counted = [first, second]
+print(len(counted))
+
+
+def after_len():
+    counted[0]()
+
+
+def later_index():
+    counted[CHOSEN]()
+
+
+def first_of(items):
+    a, *rest = items
+    a()
+    for fn in rest:
+        fn()
+
+
+first_of(counted)
+"""
+
+
+def test_a_list_whose_positions_may_move_reads_every_position(write_tree, monkeypatch) -> None:
+    graph = _graph(
+        write_tree,
+        monkeypatch,
+        {"main.py": MOVED, "settings.py": "CHOSEN = 0\n", "other.py": "import settings\n\nsettings.CHOSEN = 1\n"},
+    )
+    assert graph["main.after_pop"] == ["main.first", "main.second"]
+    assert graph["main.after_shuffle"] == ["main.first", "main.second"]
+    assert graph["main.after_len"] == ["main.first"]
+    # another module stores to the constant: the index is unknown
+    assert graph["main.later_index"] == ["main.first", "main.second"]
+    assert graph["main.first_of"] == ["main.first", "main.second"]
+
+
+STORED = """\
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+def wrap(fn):
+    def wrapped():
+        return fn()
+
+    return wrapped
+
+
+def log():
+    pass
+
+
+class Trainer:
+    def __init__(self):
+        self.step = first
+        self.step = wrap(self.step)
+        self.step()
+
+    def later(self):
+        self.step()
+
+
+def replaced():
+    d = {"a": {"b": first}}
+    d["a"]["b"] = second
+    d["a"]["b"]()
+
+
+def updated():
+    d = {"a": first}
+    d.update({"a": second})
+    d["a"]()
+
+
+def after_a_call(other):
+    d = {"a": first}
+    d["a"] = second
+    log()
+    d["a"]()
+
+
+def in_a_branch(flag):
+    d = {"a": first}
+    if flag:
+        d["a"] = second
+    d["a"]()
+"""
+
+
+def test_a_read_right_after_a_store_sees_only_the_stored_value(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": STORED})
+    assert graph["main.Trainer.__init__"] == ["main.wrap", "main.wrap.wrapped"]
+    assert graph["main.Trainer.later"] == ["main.first", "main.wrap.wrapped"]  # elsewhere: either
+    assert graph["main.replaced"] == ["main.second"]
+    assert graph["main.updated"] == ["main.second"]
+    # a call in between may change the dict; a branch may not have run
+    assert graph["main.after_a_call"] == ["main.first", "main.log", "main.second"]
+    assert graph["main.in_a_branch"] == ["main.first", "main.second"]
+
+
+EVALUATED = """\
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+def run():
+    eval("first()")
+    exec("second()\\nx = 1")
+
+
+def namespaced():
+    eval("first()", {})
+
+
+def broken():
+    eval("first(")
+"""
+
+
+def test_a_constant_string_passed_to_eval_or_exec_calls_what_it_names(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": EVALUATED})
+    assert graph["main.run"] == ["<builtin>.eval", "<builtin>.exec", "main.first", "main.second"]
+    assert graph["main.namespaced"] == ["<builtin>.eval"]  # its own globals: not the caller's names
+    assert graph["main.broken"] == ["<builtin>.eval"]
+
+
+WRAPPED = """\
+def body():
+    pass
+
+
+def wrap(fn):
+    def wrapped():
+        return fn()
+
+    return wrapped
+
+
+class Trainer:
+    def __init__(self, graphs):
+        self.step = self.body
+        if graphs:
+            self.step = wrap(self.step)
+
+    def body(self):
+        pass
+
+    def train(self):
+        self.step()
+"""
+
+
+def test_a_wrapper_applied_in_a_branch_wraps_what_was_stored_just_before(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": WRAPPED})
+    assert graph["main.wrap.wrapped"] == ["main.Trainer.body"]  # never its own result
+    assert graph["main.Trainer.train"] == ["main.Trainer.body", "main.wrap.wrapped"]
+
+
+KEYS = """\
+NAME = "go"
+
+
+def first():
+    pass
+
+
+def second():
+    pass
+
+
+pair = (first, second)
+pair[-1]()
+named = {NAME: first, "stop": second}
+
+
+def by_name():
+    named["go"]()
+"""
+
+
+def test_a_negative_index_reads_every_position_and_a_constant_name_is_its_value(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"main.py": KEYS})
+    assert graph["main"] == ["main.first", "main.second"]
+    assert graph["main.by_name"] == ["main.first"]

@@ -23,12 +23,24 @@ evaluates to the set of values it may hold:
     ("s", class, self_loc)          super() in a method of ``class``
     ("r", expr, key)                `raise E`: ``E`` constructed
     ("t", expr, key)                iterating: the elements, or __iter__ then __next__ of an object
-    ("u", expr, ...)                the union (containers are their elements, iteration and
-                                    indexing keep them: context- and index-insensitive)
+    ("u", expr, ...)                the union
+    ("l", site, entries)            a list/tuple/set/dict display: a container of its own, its
+                                    entries (key, expr, splat) stored per constant key
+                                    (`value_containers`; a value that is no container is its
+                                    own element, the older reading)
+    ("[", expr, key)                `x[k]`: the entries under ``key`` (a constant's repr, a name
+                                    that may be a module constant, or None: every entry)
+    (":", expr, view)               `x[1:3]`: a view of each list ("low:high", or "*")
+    ("V", expr, ...)                `list(xs)`, `sorted(xs)`: the same containers, positions unknown
+    ("z", expr)                     `xs.pop(0)`, `del xs[0]`: the lists lose their positions
+    ("y", read, stored)             a read right after a store of the same path (`value_memory`)
+    ("K",)                          a store into another module's global (no longer a constant)
     ("e", expr, ...)                evaluated for the calls inside, no value
     ("o", dotted, key)              a library call the flow knows (`list(...)`), as a call outside
 
-Facts are ("=", target, expr) (a target is a "v", "g" or "a" expression) and ("x", expr).
+Facts are ("=", target, expr) (a target is a "v", "g", "a", "[" or ":" expression, or
+("{", expr): `d.update(other)`, key by key), ("x", expr) and ("K", location, key): a module
+global bound once, to a constant.
 Definitions are kept as `flow_defs`: qualname -> (params, positional count, *args, **kwargs,
 kind), kind "f" function, "m" method, "s" staticmethod, "c" classmethod, "p" property.
 """
@@ -47,10 +59,13 @@ from graphlint.checkers.machinery.syntax import (
     bound_names,
     statements,
 )
+from graphlint.checkers.machinery.value_keys import constant_key, slice_view
+from graphlint.checkers.machinery.value_memory import STRAIGHT, access_path, forget_name
 
 Expr = tuple
-# Calls that return what their arguments hold (containers, copies), by resolved name.
-PASSTHROUGH = frozenset(
+# Calls that return the elements of their arguments in a new container (or a copy), by
+# resolved name: their positions are unknown (``("V", ...)``, `value_containers`).
+VIEWS = frozenset(
     {
         "list",
         "tuple",
@@ -60,7 +75,6 @@ PASSTHROUGH = frozenset(
         "sorted",
         "reversed",
         "iter",
-        "next",
         "enumerate",
         "zip",
         "copy.copy",
@@ -68,15 +82,14 @@ PASSTHROUGH = frozenset(
         "torch.nn.ModuleList",
         "torch.nn.Sequential",
         "torch.nn.ModuleDict",
-        "functools.wraps",
-        "staticmethod",
-        "classmethod",
     }
 )
+PASSTHROUGH = frozenset({"functools.wraps", "staticmethod", "classmethod"})  # return what they are given
 PARTIAL = frozenset({"functools.partial"})
 CALLS_FIRST = frozenset({"map", "filter"})  # map(f, xs) calls f with the elements of xs
 CAPTURED_FIRST = frozenset({"torch.compile", "torch.cuda.make_graphed_callables"})
-STORE_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
+STORE_METHODS = frozenset({"append", "insert", "add", "appendleft"})  # one value, at an unknown key
+SHIFT_METHODS = frozenset({"pop", "insert", "remove", "sort", "reverse"})  # a list's positions move
 READ_METHODS = frozenset({"get", "pop", "values", "items", "copy", "setdefault", "popitem"})
 _DEFAULT_READS = frozenset({"get", "pop", "setdefault"})  # d.get(k, default): the default too
 
@@ -97,6 +110,7 @@ class _Scope:
     lambdas: int = 0
     versioned: frozenset[str] = frozenset()  # names bound only by top-level `name = ...`, twice or more
     versions: dict[str, int] = field(default_factory=dict)  # the assignment each such name holds now
+    memory: dict[tuple[str, ...], tuple | None] = field(default_factory=dict)  # value_memory: path -> stored
 
     def loc(self, name: str) -> str:
         if self.kind == "function":
@@ -113,18 +127,19 @@ class FactRecorder:
         self.facts: list[tuple] = []
         self.defs: dict[str, tuple] = {}
         self._strings: dict[str, str] = {}
+        self._declared: set[str] = set()  # names some function declares global or nonlocal
         self._expr = {
             ast.Name: self._name_load,
             ast.Attribute: self._attribute,
             ast.Call: self._call,
             ast.Lambda: self._lambda,
-            ast.Subscript: lambda scope, node: self._union(scope, [node.value], [node.slice]),
+            ast.Subscript: self._subscript,
             ast.Starred: lambda scope, node: self.ex(scope, node.value),
-            ast.Await: lambda scope, node: self.ex(scope, node.value),
-            ast.List: lambda scope, node: self._union(scope, node.elts),
-            ast.Tuple: lambda scope, node: self._union(scope, node.elts),
-            ast.Set: lambda scope, node: self._union(scope, node.elts),
-            ast.Dict: lambda scope, node: self._union(scope, node.values, [k for k in node.keys if k is not None]),
+            ast.Await: self._await,
+            ast.List: self._display,
+            ast.Tuple: self._display,
+            ast.Set: self._display,
+            ast.Dict: self._display,
             ast.IfExp: lambda scope, node: self._union(scope, [node.body, node.orelse], [node.test]),
             ast.BoolOp: lambda scope, node: self._union(scope, node.values),
             ast.NamedExpr: self._named,
@@ -142,8 +157,31 @@ class FactRecorder:
         scope = _Scope(self.module, "module", None, key=f"{self.module}.<module>")
         scope.names = set(st.defs) | st.module_assigned | _loop_and_with_names(st.tree.body)
         self._scope_body(scope, st.tree.body)
+        self._constants(st.tree.body)
         st.summary.flow = self.facts
         st.summary.flow_defs = self.defs
+
+    def _constants(self, body: list[ast.stmt]) -> None:
+        """Module-level names bound once, to a constant, and nowhere else in the file (`key = 1`):
+        a container key they name is that constant (another module's store undoes it). Run
+        after the walk, which collected the names functions declare `global`."""
+        candidates = {
+            stmt.targets[0].id: key
+            for stmt in body
+            if isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and (key := constant_key(stmt.value)) is not None
+        }
+        if not candidates:
+            return
+        counts: dict[str, int] = {}
+        for stmt in statements(body):
+            for name in _bound_by_statement(stmt):
+                counts[name] = counts.get(name, 0) + 1
+        for name, key in candidates.items():
+            if counts.get(name) == 1 and name not in self._declared:
+                self.facts.append(("K", self.intern(f"{self.module}.{name}"), key))
 
     def intern(self, text: str) -> str:
         """One object per string, so the pickled summary stores each location once."""
@@ -172,6 +210,7 @@ class FactRecorder:
     def _versioned_assign(self, scope: _Scope, stmt: ast.Assign) -> None:
         value = self.ex(scope, stmt.value)
         for target in stmt.targets:
+            forget_name(scope.memory, target.id)
             where = self._name_store(scope, target.id)
             if value is not None:
                 self.facts.append(("=", where, value))
@@ -186,6 +225,35 @@ class FactRecorder:
 
     def _stmt(self, scope: _Scope, stmt: ast.stmt) -> None:
         kind = type(stmt)
+        straight = kind in STRAIGHT
+        if kind is ast.If:
+            self._branches(scope, stmt)
+        elif not straight:
+            scope.memory.clear()
+            if kind is ast.Delete:
+                self._delete(scope, stmt)
+        if kind is not ast.If:
+            self._dispatch(scope, stmt, kind)
+        if not straight:
+            scope.memory.clear()
+
+    def _branches(self, scope: _Scope, stmt: ast.If) -> None:
+        """`if`: each branch starts from what the block knew after the test (`value_memory`)."""
+        self._effect(scope, stmt.test)
+        known = dict(scope.memory)
+        self._body(scope, stmt.body)
+        scope.memory = dict(known)
+        self._body(scope, stmt.orelse)
+
+    def _delete(self, scope: _Scope, stmt: ast.Delete) -> None:
+        """`del xs[0]`: the lists ``xs`` holds lose their positions."""
+        for target in stmt.targets:
+            if isinstance(target, ast.Subscript):
+                base = self.ex(scope, target.value)
+                if base is not None:
+                    self.facts.append(("x", ("z", base)))
+
+    def _dispatch(self, scope: _Scope, stmt: ast.stmt, kind: type) -> None:
         if kind is ast.Assign:
             self._assign(scope, stmt.targets, stmt.value)
         elif kind is ast.Expr:
@@ -258,25 +326,89 @@ class FactRecorder:
 
     def _store(self, scope: _Scope, target: ast.expr, value: Expr | None) -> None:
         if value is None:
-            if not isinstance(target, ast.Name):
-                self._effect(scope, target)  # x[f()] = 1, g().a = 1
+            self._store_nothing(scope, target)
+            self._remember(scope, target, None)
             return
         kind = type(target)
         if kind is ast.Name:
+            forget_name(scope.memory, target.id)
             self.facts.append(("=", self._name_store(scope, target.id), value))
-        elif kind is ast.Attribute or kind is ast.Subscript:
+        elif kind is ast.Attribute:
             base = self.ex(scope, target.value)
-            if kind is ast.Subscript:
-                self._effect(scope, target.slice)
-            if base is None or base[0] not in ("v", "g", "a"):
-                return
-            where = base if kind is ast.Subscript else _attribute(base, self.intern(target.attr))
-            self.facts.append(("=", where, value))
+            if base is not None and base[0] in ("v", "g", "a"):
+                self.facts.append(("=", _attribute(base, self.intern(target.attr)), value))
+            self._remember(scope, target, value)
+        elif kind is ast.Subscript:
+            base = self.ex(scope, target.value)
+            where = self._element_of(scope, base, target.slice)
+            if where is not None:
+                self.facts.append(("=", where, value))
+            self._remember(scope, target, value)
         elif kind is ast.Tuple or kind is ast.List:
-            for element in target.elts:
-                self._store(scope, element, value)
+            after_star = False
+            for index, element in enumerate(target.elts):
+                if isinstance(element, ast.Starred):
+                    after_star = True
+                    self._store(scope, element.value, (":", value, "*"))
+                else:
+                    self._store(scope, element, ("[", value, None if after_star else str(index)))
         elif kind is ast.Starred:
             self._store(scope, target.value, value)
+
+    def _remember(self, scope: _Scope, target: ast.expr, value: Expr | None) -> None:
+        """After a store into a container or attribute: it alone is known (`value_memory`)."""
+        if isinstance(target, (ast.Name, ast.Tuple, ast.List, ast.Starred)):
+            return
+        scope.memory.clear()
+        path = access_path(target)
+        if path is not None:
+            scope.memory[path] = value
+
+    def _recalled(self, scope: _Scope, node: ast.expr, read: Expr | None) -> Expr | None:
+        """A read of a path the block just stored: ``("y", read, stored)`` for the solver."""
+        if read is None or not scope.memory:
+            return read
+        path = access_path(node)
+        if path is None or path not in scope.memory:
+            return read
+        return ("y", read, scope.memory[path])
+
+    def _store_nothing(self, scope: _Scope, target: ast.expr) -> None:
+        """A store of nothing the flow follows: the calls in the target; a slice store still
+        moves a list's positions, a store into another module's global ends its constancy."""
+        if isinstance(target, ast.Name):
+            return
+        self._effect(scope, target)  # x[f()] = 1, g().a = 1
+        if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice):
+            base = self.ex(scope, target.value)
+            if base is not None:
+                self.facts.append(("x", ("z", base)))
+        elif isinstance(target, ast.Attribute):
+            base = self.ex(scope, target.value)
+            if base is not None and base[0] == "g":
+                self.facts.append(("=", ("g", self.intern(f"{base[1]}.{target.attr}")), ("K",)))
+
+    def _element_of(self, scope: _Scope, base: Expr | None, index: ast.expr) -> Expr | None:
+        """The store target `base[index]` (None: the base holds nothing the flow follows)."""
+        if isinstance(index, ast.Slice):
+            for bound in (index.lower, index.upper, index.step):
+                if bound is not None:
+                    self._effect(scope, bound)
+            return (":", base, slice_view(index)) if base is not None else None
+        key = self._key_of(scope, index)
+        return ("[", base, key) if base is not None else None
+
+    def _key_of(self, scope: _Scope, index: ast.expr) -> str | Expr | None:
+        """A container key: its constant, a name that may be a module constant, or None."""
+        key = constant_key(index)
+        if key is not None:
+            return key
+        value = self.ex(scope, index)
+        if value is not None and value[0] in ("v", "g") and isinstance(index, (ast.Name, ast.Attribute)):
+            return value
+        if value is not None and value[0] != "d":
+            self.facts.append(("x", value))
+        return None
 
     def _raise(self, scope: _Scope, exc: ast.expr) -> None:
         value = self.ex(scope, exc)
@@ -293,6 +425,7 @@ class FactRecorder:
         kind = _method_kind(node) if scope.kind == "class" else "f"
         inner = self._function_scope(scope, qualname, node.args, kind)
         _local_names(node.body, inner.names, inner.globals)
+        self._declared |= inner.globals
         if kind == "m" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("i", scope.qualname)))
         elif kind == "c" and inner.self_loc is not None:
@@ -401,6 +534,52 @@ class FactRecorder:
             return None
         return parts[0] if len(parts) == 1 else ("u", *parts)
 
+    def _subscript(self, scope: _Scope, node: ast.Subscript) -> Expr | None:
+        """`x[k]` (a key's values, `value_containers`), `x[1:3]` (a view)."""
+        base = self.ex(scope, node.value)
+        if isinstance(node.slice, ast.Slice):
+            for bound in (node.slice.lower, node.slice.upper, node.slice.step):
+                if bound is not None:
+                    self._effect(scope, bound)
+            return (":", base, slice_view(node.slice)) if base is not None else None
+        key = self._key_of(scope, node.slice)
+        return self._recalled(scope, node, ("[", base, key) if base is not None else None)
+
+    def _display(self, scope: _Scope, node: ast.List | ast.Tuple | ast.Set | ast.Dict) -> Expr | None:
+        """`[f, g]`, `{"a": f}`: a container of its own, its entries per constant key
+        (positions, for lists and tuples, until a starred element)."""
+        entries: list[tuple] = []
+        if isinstance(node, ast.Dict):
+            for key_node, value_node in zip(node.keys, node.values, strict=True):
+                value = self.ex(scope, value_node)
+                if key_node is None:
+                    if value is not None:
+                        entries.append((None, value, 2))
+                    continue
+                key = self._key_of(scope, key_node)
+                if value is not None:
+                    entries.append((key, value, 0))
+        else:
+            positional = not isinstance(node, ast.Set)
+            for index, element in enumerate(node.elts):
+                if isinstance(element, ast.Starred):
+                    positional = False
+                    value = self.ex(scope, element.value)
+                    if value is not None:
+                        entries.append((None, value, 1))
+                    continue
+                value = self.ex(scope, element)
+                if value is not None:
+                    entries.append((str(index) if positional else None, value, 0))
+        if not entries:
+            return None
+        return ("l", self._site(scope, node), tuple(entries))
+
+    def _site(self, scope: _Scope, node: ast.expr) -> str:
+        kind = {ast.List: "l", ast.Tuple: "t", ast.Set: "s"}.get(type(node), "d")
+        _, line, column = self._key(scope, node)
+        return self.intern(f"%{kind}@{scope.key}:{line}:{column}")
+
     def _name_load(self, scope: _Scope, node: ast.Name) -> Expr | None:
         name = node.id
         current: _Scope | None = scope
@@ -437,7 +616,7 @@ class FactRecorder:
             return None
         if base[0] == "g":
             return ("g", self.intern(canonical(f"{base[1]}.{node.attr}")))
-        return _attribute(base, self.intern(node.attr))
+        return self._recalled(scope, node, _attribute(base, self.intern(node.attr)))
 
     def _named(self, scope: _Scope, node: ast.NamedExpr) -> Expr | None:
         value = self.ex(scope, node.value)
@@ -447,9 +626,16 @@ class FactRecorder:
 
     def _yield(self, scope: _Scope, node: ast.Yield | ast.YieldFrom) -> Expr | None:
         self._returned(scope, self.ex(scope, node.value))
+        scope.memory.clear()
         return None
 
+    def _await(self, scope: _Scope, node: ast.Await) -> Expr | None:
+        value = self.ex(scope, node.value)
+        scope.memory.clear()
+        return value
+
     def _comprehension(self, scope: _Scope, node: ast.expr) -> Expr | None:
+        scope.memory.clear()  # its elements are evaluated again after its calls
         for generator in node.generators:
             scope.names.update(bound_names(generator.target))
             self._store(scope, generator.target, self._iterated(scope, generator.iter))
@@ -485,6 +671,7 @@ class FactRecorder:
         callee = self.ex(scope, node.func)
         args = tuple(self._argument(scope, a) for a in node.args)
         kwargs = tuple((kw.arg, self.ex(scope, kw.value)) for kw in node.keywords)
+        scope.memory.clear()  # the call runs now: it may change what any path holds
         name = callee[1] if callee is not None and callee[0] == "g" else None
         if name is not None:
             special = self._library_call(scope, node, name, args, kwargs)
@@ -496,7 +683,7 @@ class FactRecorder:
             effects = [a for a in args if a is not None] + [v for _, v in kwargs if v is not None]
             return ("e", *effects) if effects else None
         if callee[0] == "a" and isinstance(node.func, ast.Attribute):
-            return self._method_call(node.func, call, args)
+            return self._method_call(scope, node, call, args)
         return call
 
     def _argument(self, scope: _Scope, node: ast.expr) -> Expr | None:
@@ -513,6 +700,15 @@ class FactRecorder:
             if scope.class_qualname is None or scope.self_loc is None:
                 return (None,)
             return (("s", scope.class_qualname, scope.self_loc),)
+        if name == "dict" and not args and kwargs:
+            entries = tuple((repr(k), v, 0) if k is not None else (None, v, 2) for k, v in kwargs if v is not None)
+            return (("l", self._site(scope, node), entries) if entries else None,)
+        if name in VIEWS:
+            return (("V", *values) if values else None,)
+        if name in ("eval", "exec"):
+            return (self._evaluated_source(scope, node, name),)
+        if name == "next":
+            return (("*", ("u", *values)) if values else None,)
         if name in PASSTHROUGH:
             return (("u", *values) if values else None,)
         if name in PARTIAL and args and args[0] is not None:
@@ -528,17 +724,87 @@ class FactRecorder:
                     self.facts.append(("x", ("c", value, (), (), self._key(scope, element), False)))
         return None
 
-    def _method_call(self, func: ast.Attribute, call: Expr, args: tuple) -> Expr:
+    def _evaluated_source(self, scope: _Scope, node: ast.Call, name: str) -> Expr | None:
+        """`eval("f()")`, `exec("f()")` of a constant string in the caller's namespace: its
+        expressions as if written at the call (calls the binder never names). A string that
+        does not parse, or namespaces given explicitly, leave it unresolved."""
+        if len(node.args) != 1 or node.keywords:
+            return None
+        source = node.args[0]
+        if not isinstance(source, ast.Constant) or not isinstance(source.value, str):
+            return None
+        try:
+            tree = ast.parse(source.value, mode="eval" if name == "eval" else "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        for inner in ast.walk(tree):
+            if "lineno" in inner._attributes:
+                ast.copy_location(inner, node)
+                inner.end_lineno, inner.end_col_offset = node.end_lineno, node.end_col_offset
+        saved, scope.extra = scope.extra, True
+        try:
+            if isinstance(tree, ast.Expression):
+                return self.ex(scope, tree.body)
+            for stmt in tree.body:
+                if isinstance(stmt, ast.Expr):
+                    self._effect(scope, stmt.value)
+            return None
+        finally:
+            scope.extra = saved
+
+    def _method_call(self, scope: _Scope, node: ast.Call, call: Expr, args: tuple) -> Expr:
+        """`xs.append(f)`, `d.update(...)`, `d.get(k)`: stores into and reads of containers."""
         receiver = call[1][1]
-        method = func.attr
-        if method in STORE_METHODS and receiver[0] in ("v", "g", "a"):
-            stored = [a[1] if a[0] == "*" else a for a in args if a is not None]
-            if stored:
-                self.facts.append(("=", receiver, stored[0] if len(stored) == 1 else ("u", *stored)))
+        method = node.func.attr
+        stored: Expr | None = None
+        if method in STORE_METHODS and args:
+            stored = args[-1]
+        elif method == "extend" and args and args[0] is not None:
+            stored = ("*", args[0][1] if args[0][0] == "*" else args[0])
+        if stored is not None:
+            self.facts.append(
+                ("=", ("[", receiver, None), stored[1] if stored[0] == "*" and method != "extend" else stored)
+            )
+        elif method == "update":
+            self._update(scope, receiver, node, call)
+        elif method == "setdefault" and len(args) > 1 and args[1] is not None:
+            self.facts.append(("=", ("[", receiver, self._key_of(scope, node.args[0])), args[1]))
+        if method in SHIFT_METHODS:
+            self.facts.append(("x", ("z", receiver)))
         if method in READ_METHODS:
             defaults = [a for a in args[1:] if a is not None] if method in _DEFAULT_READS else []
             return ("u", call, ("m", receiver, self.intern(method)), *defaults)
         return call
+
+    def _update(self, scope: _Scope, receiver: Expr, node: ast.Call, call: Expr) -> None:
+        """`d.update(other, k=v)`: ``other``'s entries key by key, ``v`` under "k"."""
+        _, _, args, kwargs, _, _ = call
+        for arg in args:
+            if arg is not None:
+                self.facts.append(("=", ("{", receiver), arg[1] if arg[0] == "*" else arg))
+        for name, value in kwargs:
+            if value is not None:
+                target = ("[", receiver, repr(name)) if name is not None else ("{", receiver)
+                self.facts.append(("=", target, value))
+        self._remember_update(scope, node, kwargs)
+
+    def _remember_update(self, scope: _Scope, node: ast.Call, kwargs: tuple) -> None:
+        """`d.update({"a": f}, b=g)` on a path: its "a" and "b" hold just those now."""
+        path = access_path(node.func.value)
+        if path is None or len(node.args) > 1 or any(k.arg is None for k in node.keywords):
+            return
+        entries: list[tuple[str, Expr | None]] = [(repr(name), value) for name, value in kwargs]
+        if node.args:
+            given = node.args[0]
+            if not isinstance(given, ast.Dict):
+                return
+            for key_node, value_node in zip(given.keys, given.values, strict=True):
+                key = constant_key(key_node) if key_node is not None else None
+                if key is None or not isinstance(value_node, (ast.Name, ast.Attribute, ast.Constant)):
+                    return
+                entries.append((key, self.ex(scope, value_node)))
+        for key, value in entries:
+            scope.memory[(*path, "[" + key)] = value
 
 
 def record_facts(st: ModuleState) -> None:
@@ -602,6 +868,21 @@ def _bound_elsewhere(body: list[ast.stmt], module: bool) -> set[str]:
             names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
         names.update(h.name for h in getattr(stmt, "handlers", ()) if h.name)
     return names
+
+
+def _bound_by_statement(stmt: ast.stmt) -> list[str]:
+    """The names one statement binds in its own scope (not in blocks it holds)."""
+    if isinstance(stmt, ast.Assign):
+        return [n for t in stmt.targets for n in bound_names(t)]
+    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+        return list(bound_names(stmt.target))
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [n for item in stmt.items if item.optional_vars for n in bound_names(item.optional_vars)]
+    if isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
+        return [stmt.name]
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in stmt.names]
+    return [h.name for h in getattr(stmt, "handlers", ()) if h.name]
 
 
 def _loop_and_with_names(body: list[ast.stmt]) -> set[str]:

@@ -23,12 +23,17 @@ from typing import Protocol
 
 from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.model import ClassSummary, FunctionSummary, ModuleSummary
+from graphlint.checkers.machinery.value_containers import ContainerFlow, is_container
 
 _EMPTY: frozenset[str] = frozenset()
 _BUILTINS = frozenset(dir(builtins))
 _MAX_ALIAS_HOPS = 8
 _MAX_VALUES = 16  # a location that may hold more is too imprecise to call through: unresolved
 _MAX_OUTSIDE_DEPTH = 6  # `?torch.nn.functional.relu`: dots in an outside name we still follow
+# Outside calls that never reorder a list passed to them (any other may: `random.shuffle(xs)`).
+_KEEPS_ORDER = frozenset(
+    f"<builtin>.{name}" for name in ("len", "print", "isinstance", "id", "repr", "str", "hash", "any", "all", "bool")
+)
 CallKey = tuple[str, int, int]  # (scope qualname, line, column) of a call
 
 
@@ -45,7 +50,7 @@ class ProjectNames(Protocol):
     def class_chain(self, class_qualname: str) -> Iterator[ClassSummary]: ...
 
 
-class ValueFlow:
+class ValueFlow(ContainerFlow):
     """The solved value flow of a project: the values at each location and each call's callees."""
 
     def __init__(self, names: ProjectNames, log: ErrorLog) -> None:
@@ -68,6 +73,9 @@ class ValueFlow:
         self._resolved: dict[str, str | None] = {}
         self._saturated: set[str] = set()
         self._chains: dict[str, tuple[ClassSummary, ...]] = {}
+        self._keys: dict[str, set[str]] = {}  # container -> its keys (value_containers)
+        self._collapsed: set[str] = set()  # lists whose positions no longer count
+        self._constants: dict[str, str | None] = {}  # module-level constants (key -> repr)
         self._current = -1
         self._eval: dict[str, Callable[[tuple], set[str] | frozenset[str]]] = {
             "v": lambda e: self._read(e[1]),
@@ -87,7 +95,14 @@ class ValueFlow:
             "o": self._outside_call,
             "u": self._union,
             "e": self._effects,
-            "*": lambda e: self.evaluate(e[1]),  # a starred argument: its elements
+            "*": lambda e: self.elements(self.evaluate(e[1])),  # a starred argument: its elements
+            "l": self._display,
+            "[": self._subscript,
+            ":": self._slice,
+            "V": self._views,
+            "z": self._shift,
+            "K": lambda e: {"="},  # stored to from another module: no longer a constant
+            "y": self._recalled,
         }
         self._solve(facts)
 
@@ -98,7 +113,10 @@ class ValueFlow:
     # -- the worklist ------------------------------------------------------------------------
     def _solve(self, facts: list[tuple]) -> None:
         self._facts = facts
-        queue = deque(range(len(facts)))
+        for fact in facts:
+            if fact[0] == "K":
+                self._constants[fact[1]] = fact[2] if fact[1] not in self._constants else None
+        queue = deque(i for i, fact in enumerate(facts) if fact[0] != "K")
         self._queue = queue
         self._queued = set(queue)
         while queue:
@@ -122,6 +140,13 @@ class ValueFlow:
             readers = self._readers[location] = set()
         readers.add(self._current)
         return self.values.get(location, _EMPTY)
+
+    def _touch(self, location: str) -> None:
+        """Re-evaluate the facts that read ``location`` (it changed other than by values)."""
+        for reader in self._readers.get(location, ()):
+            if reader not in self._queued:
+                self._queued.add(reader)
+                self._queue.append(reader)
 
     def _saturate(self, location: str) -> None:
         """A location that would hold more than `_MAX_VALUES` values holds none from now on:
@@ -147,10 +172,7 @@ class ValueFlow:
         if len(held) > _MAX_VALUES:
             self._saturate(location)
             return
-        for reader in self._readers.get(location, ()):
-            if reader not in self._queued:
-                self._queued.add(reader)
-                self._queue.append(reader)
+        self._touch(location)
 
     def _assign(self, target: tuple, values: set[str] | frozenset[str]) -> None:
         if not values:
@@ -166,6 +188,35 @@ class ValueFlow:
                 owner = holder[1:] if holder[0] == "!" else holder
                 if owner in self.names.classes:
                     self._add(f"{owner}.{target[2]}", values)
+        elif tag in "[:{":
+            self._assign_element(target, values)
+
+    def _recalled(self, expr: tuple) -> set[str] | frozenset[str]:
+        """A read right after a store of the same path (`value_memory`): the stored value, when
+        the receiver is a plain container or object; otherwise the flow-insensitive read.
+        Nothing while the receiver holds nothing (so the answer only grows)."""
+        _, read, stored = expr
+        held = self.evaluate(read[1])
+        if not held:
+            return _EMPTY
+        if read[0] == "[":
+            plain = all(is_container(v) for v in held)
+        else:
+            plain = all(self._plain_attribute(v, read[2]) for v in held)
+        return self.evaluate(stored) if plain else self.evaluate(read)
+
+    def _plain_attribute(self, holder: str, attr: str) -> bool:
+        """Whether ``holder.attr`` reads back what was stored (no method, property or hook)."""
+        cls = holder[1:] if holder[0] == "!" else holder
+        if cls not in self.names.classes:
+            return False
+        return all(self._method(cls, name) is None for name in (attr, "__setattr__", "__getattribute__"))
+
+    def _locations_of(self, expr: tuple) -> tuple[str, ...]:
+        """The locations a name expression reads (`v`: one; `g`: it and what it re-exports)."""
+        if expr[0] == "v":
+            return (expr[1],)
+        return self._aliases(expr[1]) if expr[0] == "g" else ()
 
     def evaluate(self, expr: tuple | None) -> set[str] | frozenset[str]:
         """The values ``expr`` may hold (recording the locations read, for the worklist)."""
@@ -302,12 +353,15 @@ class ValueFlow:
     # -- calls ---------------------------------------------------------------------------------
     def _call(self, expr: tuple) -> set[str]:
         _, callee, args, kwargs, key, extra = expr
-        positional = [(a is not None and a[0] == "*", self.evaluate(a[1] if a and a[0] == "*" else a)) for a in args]
+        positional = self._positional(args)
         keywords = [(name, self.evaluate(value)) for name, value in kwargs]
         result: set[str] = set()
         for value in tuple(self.evaluate(callee)):
             if value[0] == "?":
                 self.outside.setdefault(key[0], set()).add(value[1:])
+                if value[1:] not in _KEEPS_ORDER:
+                    for _, values in (*positional, *keywords):
+                        self._escape(values)
                 continue
             target, shift = self._target(value, result)
             if target is None:
@@ -316,6 +370,13 @@ class ValueFlow:
             self._bind(target, shift, positional, keywords)
             result |= self._read(f"{target}.<return>")
         return result
+
+    def _positional(self, args: tuple) -> list[tuple[bool, set[str] | frozenset[str]]]:
+        """Each positional argument's values, a starred one's elements."""
+        return [
+            (True, self.elements(self.evaluate(a[1]))) if a is not None and a[0] == "*" else (False, self.evaluate(a))
+            for a in args
+        ]
 
     def _outside_call(self, expr: tuple) -> frozenset[str]:
         """A library call the flow models (`list(...)`): a call outside the project too."""
@@ -386,7 +447,7 @@ class ValueFlow:
     def _partial(self, expr: tuple) -> set[str] | frozenset[str]:
         _, func, args, kwargs = expr
         functions = self.evaluate(func)
-        positional = [(a is not None and a[0] == "*", self.evaluate(a[1] if a and a[0] == "*" else a)) for a in args]
+        positional = self._positional(args)
         keywords = [(name, self.evaluate(value)) for name, value in kwargs]
         for value in functions:
             target, shift = self._target(value, set())
@@ -398,6 +459,9 @@ class ValueFlow:
         """`d.get(k)`, `d.values()`: what the receiver holds, unless it is an object with that method."""
         found: set[str] = set()
         for value in tuple(self.evaluate(expr[1])):
+            if is_container(value):
+                found |= self.elements((value,))
+                continue
             cls = value[1:] if value[0] == "!" else value
             if cls in self.names.classes and self._method(cls, expr[2]) is not None:
                 continue
@@ -417,7 +481,7 @@ class ValueFlow:
         for value in tuple(self.evaluate(expr[1])):
             method = self._method(value[1:], "__iter__") if value[0] == "!" else None
             if method is None:
-                found.add(value)
+                found |= self.elements((value,)) if is_container(value) else {value}
                 continue
             self._protocol_call(method, value, expr[2])
             for iterator in tuple(self._read(f"{method}.<return>")):

@@ -31,6 +31,7 @@ from graphlint.checkers.machinery.syntax import (
     method_call_receiver,
     statements,
 )
+from graphlint.checkers.machinery.tensor_uses import tensor_uses
 from graphlint.checkers.machinery.value_inference import ValueKinds, is_compile_capture
 from graphlint.findings import Fix
 
@@ -103,6 +104,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         self.guarded = False
         self.graphed_calls = 0
         self._ty_cache: dict[int, T.Ty | None] = {}
+        self.used_as_tensor: set[int] = set()  # value expressions of bindings used as tensors (tensor_uses)
         self.capture_contexts: dict[str, ast.Call] = {}  # ctx = torch.cuda.graph(g)
         self.graph_context_names: set[str] = set()  # graph_ctx = torch.cuda.graph (capture_values)
         self.is_module = isinstance(node, ast.Module)
@@ -112,8 +114,8 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         if record:
             self._register()
         if isinstance(node, FUNCTION_NODES):
-            self._bind_parameters(node)
             self.locals |= assigned_names(node)
+            self._bind_parameters(node)
 
     @property
     def body(self) -> list[ast.stmt]:
@@ -143,6 +145,17 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
                 ty = self.annotation_ty(arg.annotation)
                 if ty is not None:
                     self.env[arg.arg] = ty
+        self._kinds_from_use(node)
+
+    def _kinds_from_use(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """Unannotated parameters and locals the body uses as tensors are tensors (tensor_uses)."""
+        args = node.args
+        unannotated = {arg.arg for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs] if arg.annotation is None}
+        params = [name for name in self.summary.params if name in unannotated]
+        found = tensor_uses(node, params, self.resolve)
+        for name in found.params:
+            self.env[name] = T.T_TENSOR
+        self.used_as_tensor = found.values
 
     # -- queries for detectors and flows -------------------------------------------------
     def chain(self) -> Iterator[FunctionWalker]:

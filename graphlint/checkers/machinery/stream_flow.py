@@ -276,7 +276,10 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self.host_floor[name] = now  # a path reaches here unsynchronised: other paths' syncs do not count
 
     def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
-        self.loop_entered()
+        self.loop_entered(stmt.body)
+
+    def begin_block(self, body: list[ast.stmt]) -> None:
+        self.pass_began(body)
 
     def exit_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
         self.loop_left()
@@ -499,6 +502,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         stream = self.current[-1]
         self.settle(stream, now)
         self.last_work[stream] = now
+        self.worked(stream, now)
 
     def _kept(self, node: ast.AST, parents: dict[ast.AST, ast.AST], stored: bool) -> bool:
         """Is this name only stored (in a display, a constructor, a container, a binding)?"""

@@ -9,6 +9,9 @@ stream, at the end of the alternative it was made in (a sibling's waits did not 
 path), or at the end of the function. At the end, a block of a side stream that every entry
 to that stream (here, and in the class's other methods for `self.x`) makes wait for the
 current stream first is reused only after such a wait, which follows every use made here.
+A release in a loop is reused by the next pass's first work on its stream; when the pass
+makes that stream wait for the using stream before that work (`comm.wait_stream(compute)` at
+the loop's top), the next pass waits again, after the release, and the reuse is ordered.
 
 A mixin of `stream_flow.StreamFlow`; it calls back the flow's `ordered` and `emit`.
 """
@@ -16,7 +19,7 @@ A mixin of `stream_flow.StreamFlow`; it calls back the flow's `ordered` and `emi
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery import stream_effects as E
@@ -25,6 +28,17 @@ from graphlint.checkers.machinery.tensor_state import Storage, Use
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.module_state import Binder
+
+
+@dataclass(eq=False)
+class _Loop:
+    """An open loop: the releases before it, its start, and where its latest pass began."""
+
+    body: list[ast.stmt]
+    before: set[int]
+    start: int
+    pass_start: int = 0
+    first_work: dict[str, int] = field(default_factory=dict)  # stream -> its first work in the pass
 
 
 @dataclass(eq=False)
@@ -46,10 +60,12 @@ class DeferredReleases:
     unordered_entries: set[str]
 
     last_work: dict[str, int]
+    waits: list[tuple[str, str, int, int]]
+    host_syncs: list[tuple[str | None, int, int]]
 
     def init_releases(self) -> None:
         self.deferred: list[Deferred] = []
-        self.loops: list[tuple[set[int], int]] = []  # per open loop: releases before it, its start
+        self.loops: list[_Loop] = []
 
     def ordered(self, producer: str, cutoff: int, consumer: str, now: int) -> bool:  # pragma: no cover
         raise NotImplementedError
@@ -97,23 +113,47 @@ class DeferredReleases:
                 kept.append(release)
         self.deferred = kept
 
-    def loop_entered(self) -> None:
-        self.loops.append((self.deferred_before(), self.tick()))
+    def loop_entered(self, body: list[ast.stmt]) -> None:
+        self.loops.append(_Loop(body, self.deferred_before(), self.tick()))
+
+    def pass_began(self, body: list[ast.stmt]) -> None:
+        """A block starts: when it is the innermost loop's body, a new pass of that loop."""
+        if self.loops and self.loops[-1].body is body:
+            loop = self.loops[-1]
+            loop.pass_start = self.tick()
+            loop.first_work = {}
+
+    def worked(self, stream: str, now: int) -> None:
+        for loop in self.loops:
+            loop.first_work.setdefault(stream, now)
 
     def loop_left(self) -> None:
         """A release made in a loop whose stream is given work in the loop is reused by the
-        next iteration's allocation, before anything after the loop: judge it at the loop's end."""
+        next iteration's allocation, before anything after the loop: judge it at the loop's end,
+        unless the pass waits for its uses before that allocation (then judge it later)."""
         if not self.loops:
             return
-        before, start = self.loops.pop()
+        loop = self.loops.pop()
         now = self.tick()
         kept = []
         for release in self.deferred:
-            if id(release) not in before and self.last_work.get(release.storage.alloc_stream, -1) > start:
-                self._judge(release, now)
-            else:
+            alloc = release.storage.alloc_stream
+            made_before = id(release) in loop.before or self.last_work.get(alloc, -1) <= loop.start
+            if made_before or self._waited_at_top(loop, alloc, release.uses):
                 kept.append(release)
+            else:
+                self._judge(release, now)
         self.deferred = kept
+
+    def _waited_at_top(self, loop: _Loop, alloc: str, uses: list[Use]) -> bool:
+        """Does the last pass make ``alloc`` wait for every stream of ``uses`` (or sync the
+        host) before its first work on ``alloc``? The next pass does the same after the release."""
+        first = loop.first_work.get(alloc)
+        if first is None:
+            return False
+        waited = {waited for waiter, waited, _, at in self.waits if waiter == alloc and loop.pass_start <= at < first}
+        synced = {stream for stream, _, at in self.host_syncs if loop.pass_start <= at < first}
+        return None in synced or all(use.stream in waited or use.stream in synced for use in uses)
 
     def _fork_ordered(self, stream: str) -> bool:
         if stream in self.unordered_entries:

@@ -73,7 +73,10 @@ class ValueKinds:
         cache = self._ty_cache
         if key in cache:
             return cache[key]
-        result = cache[key] = self._ty(node)
+        result = self._ty(node)
+        if result is None and key in self.used_as_tensor:
+            result = T.T_TENSOR  # `x = value` where the function uses `x` as a tensor (tensor_uses)
+        cache[key] = result
         return result
 
     def _ty(self, node: ast.AST) -> T.Ty | None:

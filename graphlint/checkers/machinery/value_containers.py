@@ -199,7 +199,7 @@ class ContainerFlow:
         """`x[k] = v`, `x.append(v)`, `x[1:2] = vs`, `d.update(other)` into each container ``x``
         holds; a receiver holding none keeps the values itself (the older reading)."""
         tag, base = target[0], target[1]
-        held = [v for v in tuple(self.evaluate(base)) if is_container(v)]
+        held = [v for v in sorted(self.evaluate(base)) if is_container(v)]  # sorted: see value_flow
         if not held:
             self._assign(base, self.elements(values) if tag != "[" else values)
             return
@@ -223,13 +223,13 @@ class ContainerFlow:
 
     def _shift(self, expr: tuple) -> frozenset[str]:
         """`xs.pop(0)`, `xs.sort()`, `del xs[0]`: the lists ``xs`` holds lose their positions."""
-        for value in tuple(self.evaluate(expr[1])):
+        for value in sorted(self.evaluate(expr[1])):
             if is_container(value):
                 self._collapse(value)
         return _EMPTY
 
     def _escape(self, values: Iterable[str]) -> None:
         """Lists passed to code outside the project may be reordered there."""
-        for value in values:
+        for value in sorted(values):
             if is_container(value):
                 self._collapse(value)

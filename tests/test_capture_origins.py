@@ -25,16 +25,23 @@ def graph_process(func, x):
         return func(x)
 """
 
-# The same wrapper, constructed by the analysed code with a value graphlint cannot follow.
+# The same wrapper, constructed by the analysed code with a value graphlint cannot follow
+# (a function of an analysed module looked up by name).
 CONSTRUCTED = """\
+import plugins
 from wrapper import GraphWrapper, graph_process
 
 
-def build(registry, name):
-    return GraphWrapper(registry.lookup(name))
+def build(name):
+    return GraphWrapper(getattr(plugins, name))
 
 
 HANDLERS = {"graph": graph_process}
+"""
+
+PLUGINS = """\
+def double(x):
+    return x * 2
 """
 
 # Constructed with a library module: the callable is torch's, not the project's.
@@ -65,8 +72,8 @@ def test_a_callable_from_a_constructor_no_analysed_code_calls_is_outside(write_t
 
 
 def test_a_callable_the_analysed_code_passes_without_graphlint_following_it_stays_unresolved(write_tree) -> None:
-    found = _callables(write_tree, {"wrapper.py": WRAPPER, "build.py": CONSTRUCTED})
-    assert found[10]["status"] == "unresolved", "build() passes a value graphlint cannot follow"
+    found = _callables(write_tree, {"wrapper.py": WRAPPER, "build.py": CONSTRUCTED, "plugins.py": PLUGINS})
+    assert found[10]["status"] == "unresolved", "build() passes a function of plugins.py graphlint cannot name"
     assert found[15]["status"] == "unresolved", "graph_process is stored in a table: any caller may use it"
 
 

@@ -66,7 +66,7 @@ def test_each_region_says_what_it_captures_and_how_far_it_was_followed(write_tre
 
     (param,) = regions[(9, "CUDA graph")]["callables"]
     assert (param["expression"], param["status"]) == ("func", "outside")
-    assert "parameter of `graph_process`" in param["detail"]
+    assert "parameter `func` of `graph_process`, which no analysed code calls" in param["detail"]
 
     runner = {c["expression"]: c for c in regions[(20, "CUDA graph")]["callables"]}
     assert runner["helpers.step"]["status"] == "resolved" and runner["helpers.step"]["targets"] == ["helpers.step"]

@@ -158,7 +158,7 @@ class CaptureOrigins:
                 self._sites.setdefault(target, []).append((call[2], call[3], shift))
 
     # -- provenance ---------------------------------------------------------------------------
-    def _origin(self, expr: tuple | None, depth: int, seen: set) -> str | None:
+    def _origin(self, expr: tuple | None, depth: int, seen: frozenset) -> str | None:
         """Why every value ``expr`` may hold is outside, or None."""
         self._budget -= 1
         if expr is None or depth > _MAX_DEPTH or self._budget < 0:
@@ -174,15 +174,15 @@ class CaptureOrigins:
         if tag == "a":
             return self._attribute(expr, depth, seen)
         if tag == "c":
-            return self._library_result(expr, depth, seen)
+            return self._call_result(expr, depth, seen)
         if tag == "u":
-            found = [self._origin(part, depth + 1, seen) for part in expr[1:]]
+            found = [self._part(part, expr, depth, seen) for part in expr[1:]]
             return (_first(found) or _CYCLE) if all(found) else None
         if tag in ("p", "m", "*", "t"):
             return self._origin(expr[1], depth + 1, seen)
         return None
 
-    def _location(self, location: str, depth: int, seen: set) -> str | None:
+    def _location(self, location: str, depth: int, seen: frozenset) -> str | None:
         if location in seen:
             return _CYCLE
         seen = seen | {location}
@@ -244,7 +244,7 @@ class CaptureOrigins:
             named = function
         return self._references.get(named, 0) == self._in_sites.get(named, 0)
 
-    def _attribute(self, expr: tuple, depth: int, seen: set) -> str | None:
+    def _attribute(self, expr: tuple, depth: int, seen: frozenset) -> str | None:
         _, base, attr = expr
         holders = tuple(self.flow.evaluate(base))
         if not holders:
@@ -269,17 +269,46 @@ class CaptureOrigins:
         first = _first(reasons) if all(reasons) else None
         return f"set from {first}" if first is not None else (_CYCLE if all(reasons) else None)
 
-    def _library_result(self, expr: tuple, depth: int, seen: set) -> str | None:
-        """A library call given only outside values (and constants) returns an outside value."""
+    def _part(self, part: tuple, union: tuple, depth: int, seen: frozenset) -> str | None:
+        """One alternative of a union; a part that holds no value (a library call the flow
+        models beside what it passes through, `len(xs)`; `xs.pop()` on a plain container,
+        beside the container read) adds no source (`_CYCLE`)."""
+        if part[0] == "o" or part[0] == "e":
+            return _CYCLE
+        callee = part[1] if part[0] == "c" else None
+        if (
+            callee is not None
+            and callee[0] == "a"
+            and ("m", callee[1], callee[2]) in union
+            and not self.flow.evaluate(callee)
+        ):
+            return _CYCLE
+        return self._origin(part, depth + 1, seen)
+
+    def _call_result(self, expr: tuple, depth: int, seen: frozenset) -> str | None:
+        """What a call returns: a library call given only outside values (and constants)
+        returns an outside value; a project function what its `return`s give; a callable
+        from outside, given only outside values, its own."""
         callees = tuple(self.flow.evaluate(expr[1]))
-        if not callees or not all(v[0] == "?" for v in callees):
-            return None
         values = [a[1] if a[0] == "*" else a for a in expr[2] if a is not None]
         values += [v for _, v in expr[3] if v is not None]
-        reasons = [self._origin(value, depth + 1, seen) for value in values]
-        if not all(reasons):
+        if callees and all(v[0] == "?" for v in callees):
+            reasons = [self._origin(value, depth + 1, seen) for value in values]
+            if not all(reasons):
+                return None
+            return _first(reasons) or f"returned by `{min(callees)[1:]}`, which is not analysed"
+        if callees:
+            targets = [self.flow._target(v, set())[0] for v in callees if v[0] != "?"]
+            if len(targets) != len(callees) or any(
+                t is None or v in self.flow.names.classes or v[0] == "!" for t, v in zip(targets, callees, strict=True)
+            ):
+                return None  # constructs a project object, or calls something not a plain function
+            reasons = [self._location(f"{t}.<return>", depth + 1, seen) for t in targets]
+            return (_first(reasons) or _CYCLE) if all(reasons) else None
+        if self._origin(expr[1], depth + 1, seen) is None:
             return None
-        return _first(reasons) or f"returned by `{min(callees)[1:]}`, which is not analysed"
+        reasons = [self._origin(value, depth + 1, seen) for value in values]
+        return "returned by a callable from outside" if all(reasons) else None
 
 
 def _alternatives(expr: tuple) -> Iterator[tuple]:

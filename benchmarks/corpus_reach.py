@@ -30,6 +30,11 @@ every region whose callable may be in the package, and errs towards unresolved.
     python benchmarks/corpus_reach.py [--packages sglang,vllm] [--jobs 2] [--json reach.json] [--regions]
     python benchmarks/corpus_reach.py --sample 30 --seed 16 --sample-out sample.jsonl
 
+benchmarks/corpus/reach_sample.jsonl is the hand check of what the report says: 30 resolutions
+drawn with `--sample 30 --seed 16` (helper-16b), then the resolutions the value flow added and
+the outside placements of `capture_origins` (`status` "outside"), each read against the code
+(`verdict` correct or incorrect, `reason` with the lines that decide it).
+
 Which graphlint runs is the one `python -m graphlint` imports: to measure another checkout,
 run this script from outside it with PYTHONPATH pointing at that checkout. The sources come
 from benchmarks/corpus.py's cache (run it once to download them).

@@ -81,3 +81,29 @@ def test_a_library_object_passed_by_the_analysed_code_is_outside(write_tree) -> 
     found = _callables(write_tree, {"wrapper.py": WRAPPER, "build.py": LIBRARY})
     assert found[10]["status"] == "outside"
     assert "torch.nn.Linear" in found[10]["detail"]
+
+
+# A public API that graphs the modules it is given, through a list and a helper's return.
+GRAPHED = """\
+import torch
+
+
+def _warm(func, x):
+    return func(x)
+
+
+def graph_all(modules, x):
+    funcs = []
+    for module in modules:
+        funcs.append(module)
+    for func in funcs:
+        _warm(func, x)
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            func(x)
+"""
+
+
+def test_modules_a_public_function_is_given_stay_outside_through_lists_and_loops(write_tree) -> None:
+    (called,) = _callables(write_tree, {"wrapper.py": GRAPHED}).values()
+    assert called["status"] == "outside"
+    assert "parameter `modules` of `graph_all`, which no analysed code calls" in called["detail"]

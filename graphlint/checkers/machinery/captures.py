@@ -127,7 +127,7 @@ def _with_regions(project: Project, origins: CaptureOrigins, path: str, summary:
             if region_id is not None:
                 text = texts.get((function.display, call.line))
                 judged = _judge_call(project, call, function, text)
-                if judged is None or judged.status != RESOLVED:
+                if (judged is None and isinstance(call.target, ValueCall)) or (judged and judged.status != RESOLVED):
                     judged = _placed(origins, (function.qualname, call.line, call.column), call.target, text, judged)
                 _add(found[region_id].callables, judged)
                 if judged is not None and isinstance(call.target, ValueCall):

@@ -8,13 +8,32 @@ package means little unless its capture regions resolve what they run. Per packa
               compiled cudagraph and make_graphed_callables entry points)
   inline      regions that call no user callable (only torch operations written inline)
   resolved    regions with at least one callable resolved to a definition in the package
-  outside     regions whose callables all come from outside (a parameter, another library)
+  outside     regions whose callables all come from outside (see below)
   unresolved  the rest: a callable graphlint could not follow and cannot place outside
   in-project  resolved / (resolved + unresolved): the issue's ">= 90%" measure
   reached     distinct functions reached from the package's captures
 
-    python benchmarks/corpus_reach.py [--packages sglang,vllm] [--jobs 2] [--json reach.json]
+"Defined in the analysed files" means: the function, method or class whose code the region
+runs is defined in one of the files graphlint checked for the package (the manifest's
+`paths`, as corpus.py passes them). A callable is *outside* when that code is not there:
+  - a name of a library or module not analysed (`torch.nn.attention.flex_attention`, or a
+    submodule the wheel leaves out, `torchao._models.llama`);
+  - a value every source of which is outside (`capture_origins`): a parameter of a function
+    no analysed code calls (a public API: `FullCudaGraphWrapper(forward_backward_func)`,
+    built by the training script), an attribute only ever set from such a parameter, an
+    attribute of such a value, an object a library call builds from outside values.
+A parameter that the analysed code does call, with values graphlint cannot follow, is
+unresolved, not outside: its callable may well be defined here. So `in-project` counts
+every region whose callable may be in the package, and errs towards unresolved.
+`--regions` lists each region that is not resolved, with its expressions and why.
+
+    python benchmarks/corpus_reach.py [--packages sglang,vllm] [--jobs 2] [--json reach.json] [--regions]
     python benchmarks/corpus_reach.py --sample 30 --seed 16 --sample-out sample.jsonl
+
+benchmarks/corpus/reach_sample.jsonl is the hand check of what the report says: 30 resolutions
+drawn with `--sample 30 --seed 16` (helper-16b), then the resolutions the value flow added and
+the outside placements of `capture_origins` (`status` "outside"), each read against the code
+(`verdict` correct or incorrect, `reason` with the lines that decide it).
 
 Which graphlint runs is the one `python -m graphlint` imports: to measure another checkout,
 run this script from outside it with PYTHONPATH pointing at that checkout. The sources come
@@ -89,6 +108,18 @@ def resolutions(reports: dict[str, dict]) -> list[dict]:
     return found
 
 
+def print_regions(reports: dict[str, dict]) -> None:
+    """Each region that is not resolved: its status, and each callable's expression and why."""
+    for package, report in reports.items():
+        for region in report.get("regions", []):
+            status = region_status(region)
+            if status in ("resolved", "inline"):
+                continue
+            print(f"[{status}] {package} {region['path']}:{region['line']} {region['kind']}: {region['label']}")
+            for callable_ in region["callables"]:
+                print(f"    {callable_['status']}: `{callable_['expression']}` ({callable_['detail']})")
+
+
 def print_table(rows: dict[str, dict]) -> None:
     print("| package | " + " | ".join(COLUMNS) + " |")
     print("|---|" + "---:|" * len(COLUMNS))
@@ -101,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     corpus.add_source_arguments(parser)
     parser.add_argument("--cold", action="store_true", help="no graphlint cache (default: warm, per package)")
     parser.add_argument("--json", metavar="FILE", help="write the rows and every capture report as JSON")
+    parser.add_argument("--regions", action="store_true", help="list every region not resolved, and why")
     parser.add_argument("--sample", type=int, default=0, help="draw this many resolutions to check by hand")
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--sample-out", metavar="FILE", help="where the sample goes (JSON lines; default stdout)")
@@ -118,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         rows[package.key] = {**reach(report), "seconds": f"{seconds:.1f}"}
         print(f"{package.key}: {rows[package.key]}", file=sys.stderr, flush=True)
     print_table(rows)
+    if args.regions:
+        print_regions(reports)
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "reports": reports}, indent=1))
     if args.sample:

@@ -527,3 +527,31 @@ def test_a_negative_index_reads_every_position_and_a_constant_name_is_its_value(
     graph = _graph(write_tree, monkeypatch, {"main.py": KEYS})
     assert graph["main"] == ["main.first", "main.second"]
     assert graph["main.by_name"] == ["main.first"]
+
+
+WEAK = """\
+import weakref
+
+
+class Owner:
+    def __init__(self):
+        proxy = weakref.proxy(self)
+        ref = weakref.ref(self)
+
+        def through_proxy():
+            return proxy.step()
+
+        def through_ref():
+            return ref.step()
+
+        self.calls = (through_proxy, through_ref)
+
+    def step(self):
+        return 1
+"""
+
+
+def test_a_weak_proxy_is_the_object_and_a_weak_ref_is_not(write_tree, monkeypatch) -> None:
+    graph = _graph(write_tree, monkeypatch, {"weak.py": WEAK})
+    assert graph["weak.Owner.__init__.through_proxy"] == ["weak.Owner.step"]
+    assert "weak.Owner.step" not in graph["weak.Owner.__init__.through_ref"]

@@ -20,6 +20,7 @@ from graphlint.checkers.machinery.call_targets import (
     MethodTarget,
     ValueCall,
 )
+from graphlint.checkers.machinery.capture_origins import CaptureOrigins
 from graphlint.checkers.machinery.model import COMPILE, CallRef, EntryRef, FunctionSummary, ModuleSummary, OpaqueCall
 from graphlint.checkers.machinery.names import LIBRARY_ROOTS
 from graphlint.checkers.machinery.project import Project
@@ -95,11 +96,12 @@ class CaptureReport:
 def capture_report(project: Project) -> CaptureReport:
     """Every capture region of the project, with what it captures and what it reaches."""
     graph = project.call_graph.graph
+    origins = CaptureOrigins(project.flow, (fact for s in project.summaries.values() for fact in s.flow))
     regions: list[CaptureRegion] = []
     unseen: list[UnseenContext] = []
     for path, summary in sorted(project.summaries.items()):
-        regions.extend(_with_regions(project, path, summary))
-        regions.extend(_entry_regions(project, path, summary))
+        regions.extend(_with_regions(project, origins, path, summary))
+        regions.extend(_entry_regions(project, origins, path, summary))
         unseen.extend(_unseen(project, path, summary))
     everything: set[str] = set()
     for region in regions:
@@ -110,7 +112,7 @@ def capture_report(project: Project) -> CaptureReport:
     return CaptureReport(regions, unseen, len(everything))
 
 
-def _with_regions(project: Project, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
+def _with_regions(project: Project, origins: CaptureOrigins, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
     found: dict[int, CaptureRegion] = {}
     for region_id, region in enumerate(summary.regions):
         if not project.region_active(summary, region_id):
@@ -123,7 +125,10 @@ def _with_regions(project: Project, path: str, summary: ModuleSummary) -> list[C
         for call in function.calls:
             region_id = project.active_region(summary, call.regions) if call.regions else None
             if region_id is not None:
-                judged = _judge_call(project, call, function, texts.get((function.display, call.line)))
+                text = texts.get((function.display, call.line))
+                judged = _judge_call(project, call, function, text)
+                if (judged is None and isinstance(call.target, ValueCall)) or (judged and judged.status != RESOLVED):
+                    judged = _placed(origins, (function.qualname, call.line, call.column), call.target, text, judged)
                 _add(found[region_id].callables, judged)
                 if judged is not None and isinstance(call.target, ValueCall):
                     followed.add((function.display, call.line))
@@ -134,7 +139,7 @@ def _with_regions(project: Project, path: str, summary: ModuleSummary) -> list[C
     return list(found.values())
 
 
-def _entry_regions(project: Project, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
+def _entry_regions(project: Project, origins: CaptureOrigins, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
     by_line: dict[tuple[int, str], CaptureRegion] = {}
 
     def region_for(line: int, kind: str, function: str) -> CaptureRegion:
@@ -148,7 +153,10 @@ def _entry_regions(project: Project, path: str, summary: ModuleSummary) -> list[
     followed: set[tuple[str, int]] = set()  # (function, line) of captured values the flow resolved
     texts = {(o.function, o.line): o.text for o in summary.opaque if o.kind != "call"}
     for entry in summary.entries:
-        judged = _judge_entry(project, entry, texts.get((entry.function, entry.line)))
+        text = texts.get((entry.function, entry.line))
+        judged = _judge_entry(project, entry, text)
+        if isinstance(entry.target, ValueCall) and (judged is None or judged.status != RESOLVED):
+            judged = _placed(origins, entry.target.key, entry.target, text, judged)
         _add(region_for(entry.line, entry.kind, entry.function).callables, judged)
         if judged is not None and isinstance(entry.target, ValueCall):
             followed.add((entry.function, entry.line))
@@ -231,6 +239,29 @@ def _judge_entry(project: Project, entry: EntryRef, text: str | None) -> Capture
     return Captured(target.text(), UNRESOLVED, "no definition found for this target")
 
 
+def _placed(
+    origins: CaptureOrigins, key: tuple[str, int, int], target: CallTarget, text: str | None, judged: Captured | None
+) -> Captured | None:
+    """A callable not resolved, placed by its provenance (`capture_origins`): outside when
+    every source of its value is, unresolved otherwise. A parameter is outside only when its
+    callers are: one the analysed code calls with values graphlint cannot follow is not."""
+    if judged is not None and judged.status == OUTSIDE and not isinstance(target, PARAMETER_TARGETS):
+        return judged  # a name from a library that is not analysed
+    shown = text if text is not None and isinstance(target, ValueCall) else target.text()
+    why = origins.outside(key)
+    if why is not None:
+        return Captured(shown, OUTSIDE, why)
+    if judged is not None and judged.status == OUTSIDE:  # a parameter the analysed code passes
+        return Captured(shown, UNRESOLVED, f"{judged.detail}; what its callers pass is not followed")
+    if judged is None and text is None:
+        return None  # a ValueCall with no expression kept: not a captured callable
+    return (
+        judged
+        if judged is not None
+        else Captured(shown, UNRESOLVED, "the expression's value is not known to graphlint")
+    )
+
+
 def _not_analysed(dotted: str) -> str:
     return f"defined in `{dotted.rpartition('.')[0] or dotted}`, which is not analysed"
 
@@ -242,13 +273,26 @@ def _judge_opaque(opaque: OpaqueCall) -> Captured:
 
 
 def _defined_here(project: Project, dotted: str) -> bool:
-    """Whether ``dotted`` names something in an analysed module (or re-exported by one)."""
+    """Whether ``dotted`` names something in an analysed module (or re-exported by one).
+
+    `pkg.sub.fn` where `pkg` is analysed but its submodule `sub` is not (a wheel that leaves
+    out `torchao._models.llama`) is not: the longest analysed module must bind the next name."""
+    if dotted in project.aliases:
+        return True
     head = dotted
-    while head:
-        if head in project.modules or f"{head}" in project.aliases:
+    while head and head not in project.modules:
+        if head in project.aliases:
             return True
         head = head.rpartition(".")[0]
-    return False
+    if not head or head == dotted:
+        return bool(head)
+    bound = f"{head}.{dotted[len(head) + 1 :].partition('.')[0]}"
+    return (
+        bound in project.aliases
+        or project.resolve_name(bound) is not None
+        or bound in project.flow.values
+        or bound in project.flow.defs
+    )
 
 
 def _add(callables: list[Captured], found: Captured | None) -> None:

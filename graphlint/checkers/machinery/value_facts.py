@@ -79,6 +79,7 @@ VIEWS = frozenset(
         "zip",
         "copy.copy",
         "copy.deepcopy",
+        "weakref.proxy",  # behaves as the object it refers to (a method call on it runs the object's)
         "torch.nn.ModuleList",
         "torch.nn.Sequential",
         "torch.nn.ModuleDict",

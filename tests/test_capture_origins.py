@@ -1,0 +1,112 @@
+"""Captured callables the flow cannot resolve: outside only when every source of the value is."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+
+WRAPPER = """\
+import torch
+
+
+class GraphWrapper:
+    def __init__(self, step_fn):
+        self.step_fn = step_fn
+        self.graph = torch.cuda.CUDAGraph()
+
+    def capture(self, x):
+        with torch.cuda.graph(self.graph):
+            return self.step_fn(x)
+
+
+def graph_process(func, x):
+    with torch.cuda.graph(torch.cuda.CUDAGraph()):
+        return func(x)
+"""
+
+# The same wrapper, constructed by the analysed code with a value graphlint cannot follow
+# (a function of an analysed module looked up by name).
+CONSTRUCTED = """\
+import plugins
+from wrapper import GraphWrapper, graph_process
+
+
+def build(name):
+    return GraphWrapper(getattr(plugins, name))
+
+
+HANDLERS = {"graph": graph_process}
+"""
+
+PLUGINS = """\
+def double(x):
+    return x * 2
+"""
+
+# Constructed with a library module: the callable is torch's, not the project's.
+LIBRARY = """\
+import torch
+
+from wrapper import GraphWrapper
+
+
+def build():
+    return GraphWrapper(torch.nn.Linear(4, 4))
+"""
+
+
+def _callables(write_tree, files: dict[str, str]) -> dict[int, dict]:
+    root = write_tree(files)
+    result = run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root)
+    assert result.returncode == 0, result.stderr
+    regions = json.loads(result.stdout)["regions"]
+    return {r["line"]: r["callables"][0] for r in regions if r["path"].endswith("wrapper.py")}
+
+
+def test_a_callable_from_a_constructor_no_analysed_code_calls_is_outside(write_tree) -> None:
+    found = _callables(write_tree, {"wrapper.py": WRAPPER})
+    assert found[10]["status"] == "outside"
+    assert "parameter `step_fn` of `GraphWrapper.__init__`, which no analysed code calls" in found[10]["detail"]
+    assert found[15]["status"] == "outside" and "`graph_process`, which no analysed code calls" in found[15]["detail"]
+
+
+def test_a_callable_the_analysed_code_passes_without_graphlint_following_it_stays_unresolved(write_tree) -> None:
+    found = _callables(write_tree, {"wrapper.py": WRAPPER, "build.py": CONSTRUCTED, "plugins.py": PLUGINS})
+    assert found[10]["status"] == "unresolved", "build() passes a function of plugins.py graphlint cannot name"
+    assert found[15]["status"] == "unresolved", "graph_process is stored in a table: any caller may use it"
+
+
+def test_a_library_object_passed_by_the_analysed_code_is_outside(write_tree) -> None:
+    found = _callables(write_tree, {"wrapper.py": WRAPPER, "build.py": LIBRARY})
+    assert found[10]["status"] == "outside"
+    assert "torch.nn.Linear" in found[10]["detail"]
+
+
+# A public API that graphs the modules it is given, through a list and a helper's return.
+GRAPHED = """\
+import torch
+
+
+def _warm(func, x):
+    return func(x)
+
+
+def graph_all(modules, x):
+    funcs = []
+    for module in modules:
+        funcs.append(module)
+    for func in funcs:
+        _warm(func, x)
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            func(x)
+"""
+
+
+def test_modules_a_public_function_is_given_stay_outside_through_lists_and_loops(write_tree) -> None:
+    root = write_tree({"wrapper.py": GRAPHED})
+    result = run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root)
+    (region,) = json.loads(result.stdout)["regions"]
+    (called,) = region["callables"]  # `torch.cuda.CUDAGraph()` is an operation, not a captured callable
+    assert called["status"] == "outside"
+    assert "parameter `modules` of `graph_all`, which no analysed code calls" in called["detail"]

@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         "captures", help="list every capture region found, what it captures and how much code it reaches"
     )
     _add_project_options(captures_parser, formats=("text", "json"))
+    _add_follow_values(captures_parser)
     commands.add_parser("server", help="run the language server on stdio (needs graphlint[server])")
     callgraph_parser = commands.add_parser(
         "callgraph", help="print the resolved call graph of PATH as JSON in PyCG's shape ({caller: [callees]})"
@@ -90,6 +91,7 @@ def _add_check_parser(commands: argparse._SubParsersAction) -> None:
         default=None,
         help="enable preview rules (below 90%% precision on the real-code corpus); overrides `preview` in the config",
     )
+    _add_follow_values(check_parser)
     check_parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     check_parser.add_argument("--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
     check_parser.add_argument("--fix", action="store_true", help="apply safe fixes")
@@ -140,6 +142,16 @@ def _add_project_options(parser: argparse.ArgumentParser, formats: tuple[str, ..
     parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
     parser.add_argument("--jobs", type=_positive, default=None, metavar="N")
     _add_cache_options(parser)
+
+
+def _add_follow_values(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--follow-values",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="reach captured code through the value flow too (callables held in attributes, parameters, "
+        "containers); experimental, off by default; overrides `follow-values` in the config",
+    )
 
 
 def _add_cache_options(parser: argparse.ArgumentParser) -> None:
@@ -410,7 +422,7 @@ def _captures(args: argparse.Namespace) -> int:
     cache_dir = (
         None if args.no_cache else Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
     )
-    options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=cache_dir)
+    options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=cache_dir, follow_values=args.follow_values)
     _, project = load_project(args.paths, ConfigResolver(args.config), options)
     sys.stdout.write(render_captures(capture_report(project), args.format))
     return EXIT_OK
@@ -431,7 +443,8 @@ def _callgraph(args: argparse.Namespace) -> int:
     from graphlint.checkers.machinery.callgraph_json import call_graph
     from graphlint.engine import load_project
 
-    options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args))
+    # The exported graph always follows values: it is the call graph, measured against PyCG's.
+    options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args), follow_values=True)
     _, project = load_project(args.paths, ConfigResolver(args.config), options)
     sys.stdout.write(json.dumps(call_graph(project), indent=2) + "\n")
     return EXIT_OK
@@ -465,7 +478,12 @@ def _options(args: argparse.Namespace) -> CheckOptions:
         extend_select=_codes(args.extend_select, "--extend-select") or (),
         preview=args.preview,
     )
-    return CheckOptions(selection=selection, jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args))
+    return CheckOptions(
+        selection=selection,
+        jobs=args.jobs or default_jobs(),
+        cache_dir=_cache_dir(args),
+        follow_values=args.follow_values,
+    )
 
 
 def _cache_dir(args: argparse.Namespace) -> Path | None:

@@ -26,7 +26,7 @@ class ConfigError(Exception):
 
 
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "capture-entry-points")
-_KNOWN_KEYS = frozenset(_LIST_KEYS) | {"per-file-ignores", "preview"}
+_KNOWN_KEYS = frozenset(_LIST_KEYS) | {"per-file-ignores", "preview", "follow-values"}
 
 DEFAULT_EXCLUDES = (
     ".git",
@@ -67,6 +67,7 @@ class Settings:
     extend_exclude: tuple[str, ...] = ()
     capture_entry_points: tuple[str, ...] = ()
     preview: bool = False
+    follow_values: bool = False  # reach through the value flow (experimental: see the README)
     _cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
@@ -132,11 +133,14 @@ def settings_from_table(table: dict, source: Path) -> Settings:
             raise ConfigError(f"{source}: 'per-file-ignores' entry {pattern!r} must be a list of codes")
         per_file.append((pattern, validate_selectors(codes, f"'per-file-ignores' {pattern!r} of {source}")))
     preview = table.get("preview", False)
-    if not isinstance(preview, bool):
-        raise ConfigError(f"{source}: [tool.graphlint] 'preview' must be true or false")
+    follow_values = table.get("follow-values", False)
+    for key, flag in (("preview", preview), ("follow-values", follow_values)):
+        if not isinstance(flag, bool):
+            raise ConfigError(f"{source}: [tool.graphlint] '{key}' must be true or false")
     return Settings(
         source=source,
         preview=preview,
+        follow_values=follow_values,
         root=source.parent,
         select=values.get("select"),
         ignore=values.get("ignore", ()),

@@ -49,6 +49,7 @@ class CheckOptions:
     selection: Selection = field(default_factory=Selection)
     jobs: int = 1
     cache_dir: Path | None = None  # None: no cache
+    follow_values: bool | None = None  # --follow-values / --no-follow-values; None: the config's
 
 
 def _summarize_job(job: tuple[bytes, str, bool, frozenset[str]]) -> ModuleSummary:
@@ -164,12 +165,13 @@ def check_files(
     codes = active_codes(files, options.selection)
     sources, keys, errors = _read_all(files, codes, unsaved)
     cache = SummaryCache(options.cache_dir)
-    whole_run = _run_key(files, keys, errors, options.selection)
+    follow = follows_values(resolver, options)
+    whole_run = _run_key(files, keys, errors, options.selection) + ("|values" if follow else "")
     reused = cache.get_result(whole_run) if not errors else None
     if reused is not None:
         return CheckResult(list(reused), files, sources, cache_hits=len(files), cache_misses=0)
     summaries = summarize_files(files, sources, keys, errors, cache, options.jobs, codes)
-    project = _project(summaries, resolver, codes)
+    project = _project(summaries, resolver, codes, follow)
     raw = project.findings()
     raw.extend(_parse_errors(files, summaries))
     internal, tracebacks = _internal_errors(files, summaries, project)
@@ -179,12 +181,21 @@ def check_files(
     return CheckResult(findings, files, sources, cache.hits, cache.misses, tracebacks)
 
 
-def _project(summaries: dict[str, ModuleSummary], resolver: ConfigResolver, codes: frozenset[str]) -> Project:
+def follows_values(resolver: ConfigResolver, options: CheckOptions) -> bool:
+    """Whether reach follows the value flow: the command line's choice, else any config's."""
+    if options.follow_values is not None:
+        return options.follow_values
+    return any(settings.follow_values for settings in resolver.all_settings())
+
+
+def _project(
+    summaries: dict[str, ModuleSummary], resolver: ConfigResolver, codes: frozenset[str], follow_values: bool
+) -> Project:
     entry_points = frozenset(point for settings in resolver.all_settings() for point in settings.capture_entry_points)
     analysable = {
         path: s for path, s in summaries.items() if s.error is None and s.internal_error is None and not s.skip_file
     }
-    return Project(analysable, entry_points, codes)
+    return Project(analysable, entry_points, codes, follow_values)
 
 
 def load_project(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> tuple[list[SourceFile], Project]:
@@ -194,7 +205,7 @@ def load_project(paths: list[str], resolver: ConfigResolver, options: CheckOptio
     sources, keys, errors = _read_all(files, no_rules)
     cache = SummaryCache(options.cache_dir)
     summaries = summarize_files(files, sources, keys, errors, cache, options.jobs, no_rules)
-    return files, _project(summaries, resolver, no_rules)
+    return files, _project(summaries, resolver, no_rules, follows_values(resolver, options))
 
 
 def _parse_errors(files: list[SourceFile], summaries: dict[str, ModuleSummary]) -> list[Finding]:

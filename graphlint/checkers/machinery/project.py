@@ -43,12 +43,13 @@ class Project(Resolver):
         summaries: dict[str, ModuleSummary],
         entry_points: frozenset[str] = frozenset(),
         codes: frozenset[str] | None = None,
+        follow_values: bool = True,
     ) -> None:
         """``summaries`` maps each display path to the summary of that file; ``codes`` are the
-        enabled rules (all by default)."""
+        enabled rules (all by default); ``follow_values``: calls through values are followed."""
         self._log = ErrorLog()
         self.internal_errors: list[InternalError] = self._log.errors
-        super().__init__(summaries, entry_points, self._log)
+        super().__init__(summaries, entry_points, self._log, follow_values)
         self.hooks: Hooks = hooks_for(static_codes() if codes is None else codes)
         self._call_graph: CallGraph | None = None
 

@@ -43,10 +43,12 @@ class Resolver:
         summaries: dict[str, ModuleSummary],
         entry_points: frozenset[str] = frozenset(),
         log: ErrorLog | None = None,
+        follow_values: bool = True,
     ) -> None:
         """``summaries`` maps each display path to the summary of that file; ``entry_points``
         are the configured capture entry points (dotted names); ``log`` collects internal
-        errors (GL002) of the value flow."""
+        errors (GL002) of the value flow; without ``follow_values`` the flow is left empty
+        (calls resolve by name alone, as `graphlint check` does by default)."""
         self.summaries = summaries
         self.entry_points = entry_points
         self.functions: dict[str, tuple[str, FunctionSummary]] = {}
@@ -64,7 +66,7 @@ class Resolver:
         for bare, full in script_aliases(self.modules, imported).items():
             self.aliases.setdefault(bare, full)  # `import helpers` beside helpers.py in a namespace folder
         self._resolved: dict[CallTarget, list[str]] = {}
-        self.flow = ValueFlow(self, log or ErrorLog())
+        self.flow = ValueFlow(self, log or ErrorLog(), solve=follow_values)
         self._wrappers = self._find_wrappers()
         self.capture_classes = CaptureClasses(self.functions, self.resolve_target, self.method)
 

@@ -56,12 +56,13 @@ class ProjectNames(Protocol):
 class ValueFlow(ContainerFlow):
     """The solved value flow of a project: the values at each location and each call's callees."""
 
-    def __init__(self, names: ProjectNames, log: ErrorLog) -> None:
+    def __init__(self, names: ProjectNames, log: ErrorLog, solve: bool = True) -> None:
+        """``solve``: False leaves every location empty (no call resolves through values)."""
         self.names = names
         self.defs: dict[str, tuple] = {}
         facts: list[tuple] = []
         self._files: list[tuple[int, str]] = []  # (index of the file's first fact, its path)
-        for path, summary in sorted(names.summaries.items()):
+        for path, summary in sorted(names.summaries.items()) if solve else ():
             self.defs.update(summary.flow_defs)
             self._files.append((len(facts), path))
             facts.extend(summary.flow)
@@ -406,14 +407,6 @@ class ValueFlow(ContainerFlow):
             if target is None:
                 continue
             (self.extra if extra else self.calls).setdefault(key, set()).add(target)
-            self._bind(target, shift, positional, keywords)
-            result |= self._read(f"{target}.<return>")
-        return result
-        positional = [(a is not None and a[0] == "*", self.evaluate(a[1] if a and a[0] == "*" else a)) for a in args]
-        keywords = [(name, self.evaluate(value)) for name, value in kwargs]
-        calls = self.extra if extra else self.calls
-        for target, shift in targets:
-            calls.setdefault(key, set()).add(target)
             self._bind(target, shift, positional, keywords)
             result |= self._read(f"{target}.<return>")
         return result

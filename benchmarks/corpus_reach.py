@@ -77,10 +77,15 @@ def reach(captures: dict) -> dict[str, int | str]:
     return row
 
 
-def run_package(package: corpus.Package, root: Path, jobs: int, cache: Path | None) -> tuple[dict, float]:
+def run_package(
+    package: corpus.Package, root: Path, jobs: int, cache: Path | None, follow_values: bool = True
+) -> tuple[dict, float]:
     cache_args = ["--no-cache"] if cache is None else ["--cache-dir", str(cache / package.key)]
+    values = "--follow-values" if follow_values else "--no-follow-values"
     start = time.perf_counter()
-    result = corpus.graphlint(["captures", "--format", "json", "--jobs", str(jobs), *cache_args, *package.paths], root)
+    result = corpus.graphlint(
+        ["captures", "--format", "json", values, "--jobs", str(jobs), *cache_args, *package.paths], root
+    )
     seconds = time.perf_counter() - start
     if result.returncode != 0:
         raise SystemExit(f"{package.key}: graphlint captures exited {result.returncode}: {result.stderr[-2000:]}")
@@ -133,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold", action="store_true", help="no graphlint cache (default: warm, per package)")
     parser.add_argument("--json", metavar="FILE", help="write the rows and every capture report as JSON")
     parser.add_argument("--regions", action="store_true", help="list every region not resolved, and why")
+    parser.add_argument(
+        "--follow-values",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="reach through the value flow (default; --no-follow-values: what `graphlint check` follows by default)",
+    )
     parser.add_argument("--sample", type=int, default=0, help="draw this many resolutions to check by hand")
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--sample-out", metavar="FILE", help="where the sample goes (JSON lines; default stdout)")
@@ -145,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         if wanted is not None and package.name not in wanted:
             continue
         root = corpus.unpack(package, corpus.fetch(package, cache), cache)
-        report, seconds = run_package(package, root, args.jobs, None if args.cold else cache / "graphlint")
+        report, seconds = run_package(
+            package, root, args.jobs, None if args.cold else cache / "graphlint", args.follow_values
+        )
         reports[package.key] = report
         rows[package.key] = {**reach(report), "seconds": f"{seconds:.1f}"}
         print(f"{package.key}: {rows[package.key]}", file=sys.stderr, flush=True)

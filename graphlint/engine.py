@@ -19,6 +19,7 @@ from graphlint.cache import SummaryCache, cache_key, run_key
 from graphlint.checkers.machinery.detectors import static_codes
 from graphlint.checkers.machinery.model import ModuleSummary
 from graphlint.checkers.machinery.project import Project
+from graphlint.checkers.machinery.value_facts import VALUE_FACTS
 from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_to_root
 from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover
@@ -162,10 +163,10 @@ def check_files(
     unsaved: Mapping[Path, bytes] | None = None,
 ) -> CheckResult:
     """Analyse exactly ``files`` together; ``unsaved`` bytes replace what is on disk."""
-    codes = active_codes(files, options.selection)
+    follow = follows_values(resolver, options)
+    codes = active_codes(files, options.selection) | ({VALUE_FACTS} if follow else set())
     sources, keys, errors = _read_all(files, codes, unsaved)
     cache = SummaryCache(options.cache_dir)
-    follow = follows_values(resolver, options)
     whole_run = _run_key(files, keys, errors, options.selection) + ("|values" if follow else "")
     reused = cache.get_result(whole_run) if not errors else None
     if reused is not None:
@@ -201,11 +202,12 @@ def _project(
 def load_project(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> tuple[list[SourceFile], Project]:
     """The project phase's input without running the rules (for `graphlint captures`)."""
     files = discover(paths, resolver)
-    no_rules: frozenset[str] = frozenset()
+    follow = follows_values(resolver, options)
+    no_rules: frozenset[str] = frozenset({VALUE_FACTS} if follow else ())
     sources, keys, errors = _read_all(files, no_rules)
     cache = SummaryCache(options.cache_dir)
     summaries = summarize_files(files, sources, keys, errors, cache, options.jobs, no_rules)
-    return files, _project(summaries, resolver, no_rules, follows_values(resolver, options))
+    return files, _project(summaries, resolver, no_rules, follow)
 
 
 def _parse_errors(files: list[SourceFile], summaries: dict[str, ModuleSummary]) -> list[Finding]:

@@ -58,7 +58,7 @@ def build():
 
 def _callables(write_tree, files: dict[str, str]) -> dict[int, dict]:
     root = write_tree(files)
-    result = run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root)
+    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
     assert result.returncode == 0, result.stderr
     regions = json.loads(result.stdout)["regions"]
     return {r["line"]: r["callables"][0] for r in regions if r["path"].endswith("wrapper.py")}
@@ -105,7 +105,7 @@ def graph_all(modules, x):
 
 def test_modules_a_public_function_is_given_stay_outside_through_lists_and_loops(write_tree) -> None:
     root = write_tree({"wrapper.py": GRAPHED})
-    result = run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root)
+    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
     (region,) = json.loads(result.stdout)["regions"]
     (called,) = region["callables"]  # `torch.cuda.CUDAGraph()` is an operation, not a captured callable
     assert called["status"] == "outside"

@@ -54,7 +54,7 @@ def step(x):
 
 def _report(write_tree) -> dict:
     root = write_tree({"runner.py": RUNNER, "helpers.py": HELPERS})
-    result = run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root)
+    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -87,7 +87,7 @@ def test_a_capture_like_context_it_cannot_read_comes_with_the_config_that_declar
 
 def test_text_output_names_the_unresolved_expression(write_tree) -> None:
     root = write_tree({"runner.py": RUNNER, "helpers.py": HELPERS})
-    result = run_cli("captures", "--no-cache", ".", cwd=root)
+    result = run_cli("captures", "--follow-values", "--no-cache", ".", cwd=root)
     assert result.returncode == 0, result.stderr
     assert "./runner.py:20: CUDA graph: torch.cuda.graph(self.graph)" in result.stdout
     assert "passed in from outside: `runner.Runner.fn`, set from parameter `fn` of `Runner.__init__`" in result.stdout
@@ -136,3 +136,12 @@ def test_regions_reached_through_values_say_what_they_capture(write_tree) -> Non
     for line in (23, 26):
         (called,) = regions[line]["callables"]
         assert (called["status"], called["targets"]) == ("resolved", ["breakable.layer"])
+
+
+def test_without_following_values_a_parameter_says_how_to_follow_it(write_tree) -> None:
+    root = write_tree({"runner.py": RUNNER, "helpers.py": HELPERS})
+    result = run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root)
+    assert result.returncode == 0, result.stderr
+    regions = {(r["line"], r["kind"]): r for r in json.loads(result.stdout)["regions"]}
+    (param,) = regions[(9, "CUDA graph")]["callables"]
+    assert param["status"] == "unresolved" and "`--follow-values` follows it" in param["detail"]

@@ -16,7 +16,7 @@ from graphlint.engine import CheckOptions, load_project
 def _graph(write_tree, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> dict[str, list[str]]:
     root: Path = write_tree(files)
     monkeypatch.chdir(root)
-    _, project = load_project(["."], ConfigResolver(cwd=root), CheckOptions(jobs=1, cache_dir=None))
+    _, project = load_project(["."], ConfigResolver(cwd=root), CheckOptions(jobs=1, cache_dir=None, follow_values=True))
     return call_graph(project)
 
 
@@ -214,7 +214,7 @@ def test_a_warm_run_follows_the_same_values(write_tree, monkeypatch, tmp_path) -
     nothing, must give the same graph."""
     root: Path = write_tree({"main.py": HELD})
     monkeypatch.chdir(root)
-    options = CheckOptions(jobs=1, cache_dir=tmp_path / "cache")
+    options = CheckOptions(jobs=1, cache_dir=tmp_path / "cache", follow_values=True)
     cold = call_graph(load_project(["."], ConfigResolver(cwd=root), options)[1])
     _, warm_project = load_project(["."], ConfigResolver(cwd=root), options)
     assert call_graph(warm_project) == cold

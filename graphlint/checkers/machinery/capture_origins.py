@@ -39,6 +39,7 @@ _CYCLE = "cycle"  # a source met again on its own path: the other sources decide
 _PLAIN_DECORATORS = frozenset({"?<builtin>.staticmethod", "?<builtin>.classmethod", "?<builtin>.property"})
 _LEAVES = frozenset({"v", "g", "d", "i", "w", "s", "o"})
 _IMPLICIT = frozenset({"forward", "__call__"})  # run by calls that name no method
+_INTO = frozenset({"[", ":", "{"})  # stores into a container (value_containers)
 
 
 class CaptureOrigins:
@@ -79,6 +80,8 @@ class CaptureOrigins:
             self._walk(fact[1])
             return
         target, value = fact[1], fact[2]
+        while target[0] in _INTO and target[1][0] in ("v", "[", ":", "{"):
+            target = target[1]  # `xs.append(v)`, `d[k] = v`: what the container holds comes from v too
         if target[0] == "v":
             self._assigned.setdefault(target[1].partition("#")[0], []).append(value)
         elif target[0] == "a":
@@ -126,10 +129,12 @@ class CaptureOrigins:
                 stack.extend(value for _, value in current[3])
             elif tag == "k":
                 stack.extend((current[1], current[2]))
-            elif tag in ("n", "m", "r", "t", "*"):
+            elif tag in ("n", "m", "r", "t", "*", "[", ":", "z"):
                 stack.append(current[1])
-            elif tag in ("u", "e"):
+            elif tag in ("u", "e", "V", "y"):
                 stack.extend(current[1:])
+            elif tag == "l":
+                stack.extend(entry[1] for entry in current[2])
 
     def _names_class(self, expr: tuple) -> bool:
         return expr[0] in ("v", "g") and self._name(expr) in self.flow.names.classes
@@ -178,8 +183,14 @@ class CaptureOrigins:
         if tag == "u":
             found = [self._part(part, expr, depth, seen) for part in expr[1:]]
             return (_first(found) or _CYCLE) if all(found) else None
-        if tag in ("p", "m", "*", "t"):
+        if tag in ("p", "m", "*", "t", "[", ":"):
             return self._origin(expr[1], depth + 1, seen)
+        if tag in ("V", "y"):
+            found = [self._origin(part, depth + 1, seen) for part in expr[1:]]
+            return (_first(found) or _CYCLE) if all(found) else None
+        if tag == "l":
+            found = [self._origin(entry[1], depth + 1, seen) for entry in expr[2]]
+            return (_first(found) or _CYCLE) if found and all(found) else None
         return None
 
     def _location(self, location: str, depth: int, seen: frozenset) -> str | None:

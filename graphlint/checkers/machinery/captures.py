@@ -252,7 +252,8 @@ def _placed(
     if why is not None:
         return Captured(shown, OUTSIDE, why)
     if judged is not None and judged.status == OUTSIDE:  # a parameter the analysed code passes
-        return Captured(shown, UNRESOLVED, f"{judged.detail}; what its callers pass is not followed")
+        hint = "" if origins.flow.solved else " (`--follow-values` follows it)"
+        return Captured(shown, UNRESOLVED, f"{judged.detail}; what its callers pass is not followed{hint}")
     if judged is None and text is None:
         return None  # a ValueCall with no expression kept: not a captured callable
     return (

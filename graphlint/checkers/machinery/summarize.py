@@ -38,7 +38,7 @@ class FileSummarizer:
         self, tree: ast.Module, module: str, is_package: bool, source: str, codes: frozenset[str] | None = None
     ) -> None:
         self.source = source
-        hooks = hooks_for(static_codes() if codes is None else codes)
+        hooks = hooks_for(static_codes() | {value_facts.VALUE_FACTS} if codes is None else codes)
         self.state = ModuleState(tree, module, is_package, source.splitlines(), hooks)
 
     def run(self) -> ModuleSummary:
@@ -49,7 +49,8 @@ class FileSummarizer:
         self._prescan_file_facts()
         module_fn = FunctionWalker(st, f"{st.module}.<module>", "<module>", None, st.tree, outer=None)
         module_fn.walk_body(st.tree.body)
-        value_facts.record_facts(st)
+        if value_facts.VALUE_FACTS in st.hooks.codes:  # only runs that follow values solve them
+            value_facts.record_facts(st)
         if st.hooks.listens_to(runner_trace.EVENTS):
             runner_trace.record(st)
         if st.hooks.listens_to(replay_flow.EVENTS):

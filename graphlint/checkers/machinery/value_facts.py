@@ -63,6 +63,9 @@ from graphlint.checkers.machinery.value_keys import constant_key, slice_view
 from graphlint.checkers.machinery.value_memory import STRAIGHT, access_path, forget_name
 
 Expr = tuple
+# Asked for like a rule's code (in the codes a file is summarised for, so in its cache key) by
+# the runs that follow values: a plain check records none of these facts.
+VALUE_FACTS = "value-facts"
 # Calls that return the elements of their arguments in a new container (or a copy), by
 # resolved name: their positions are unknown (``("V", ...)``, `value_containers`).
 VIEWS = frozenset(

@@ -59,6 +59,7 @@ class ValueFlow(ContainerFlow):
     def __init__(self, names: ProjectNames, log: ErrorLog, solve: bool = True) -> None:
         """``solve``: False leaves every location empty (no call resolves through values)."""
         self.names = names
+        self.solved = solve
         self.defs: dict[str, tuple] = {}
         facts: list[tuple] = []
         self._files: list[tuple[int, str]] = []  # (index of the file's first fact, its path)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.names import dotted_parts
-from graphlint.checkers.machinery.syntax import statements
+from graphlint.checkers.machinery.syntax import statements, unquoted_annotation
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.binder import FunctionWalker
@@ -30,11 +30,9 @@ _SHARED_METHODS = T.TENSOR_ONLY_METHODS - {"cuda"}
 
 def is_host_annotation(annotation: ast.expr | None, resolve: Resolve) -> bool:
     """`np.ndarray`, `npt.NDArray[np.int32]`, `np.ndarray | None`, `"np.ndarray"`."""
-    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        try:
-            annotation = ast.parse(annotation.value, mode="eval").body
-        except SyntaxError:
-            return False
+    annotation = unquoted_annotation(annotation) if annotation is not None else None
+    if annotation is None:
+        return False
     if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
         parts = [annotation.left, annotation.right]
         values = [p for p in parts if not (isinstance(p, ast.Constant) and p.value is None)]

@@ -95,6 +95,17 @@ def exits(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
+def unquoted_annotation(node: ast.expr) -> ast.expr | None:
+    """A string annotation (`"np.ndarray"`) as the expression it names; any other as it is;
+    None when the string does not parse."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            return ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    return node
+
+
 def is_self_attr(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 

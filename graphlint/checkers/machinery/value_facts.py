@@ -58,6 +58,7 @@ from graphlint.checkers.machinery.syntax import (
     all_statements,
     bound_names,
     statements,
+    unquoted_annotation,
 )
 from graphlint.checkers.machinery.value_keys import constant_key, slice_view
 from graphlint.checkers.machinery.value_memory import STRAIGHT, access_path, forget_name
@@ -497,11 +498,9 @@ class FactRecorder:
 
     def _annotation(self, scope: _Scope, node: ast.expr) -> Expr | None:
         """An annotation as a source of truth: `model: Transformer` holds a Transformer."""
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            try:
-                node = ast.parse(node.value, mode="eval").body
-            except SyntaxError:
-                return None
+        node = unquoted_annotation(node)
+        if node is None:
+            return None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             return _join(self._annotation(scope, node.left), self._annotation(scope, node.right))
         if isinstance(node, ast.Subscript):

@@ -47,10 +47,18 @@ def unpack(wheel: str, target: Path) -> Path:
     return target / "torch"
 
 
-def timed(fn) -> float:
-    start = time.perf_counter()
+def timed(fn) -> tuple[float, float]:
+    """Wall and CPU seconds of fn() in this process."""
+    start, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def children_cpu() -> float:
+    """CPU seconds used so far by finished child processes: on a shared machine the
+    wall time of a run depends on its neighbours, its CPU time much less."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def parse_floor(files: list[str]) -> None:
@@ -96,7 +104,8 @@ def corpus_trees(names: str) -> list[Path]:
     return trees
 
 
-def graphlint(trees: list[Path], cache: Path, jobs: int, output: Path) -> float:
+def graphlint(trees: list[Path], cache: Path, jobs: int, output: Path, *extra: str) -> tuple[float, float]:
+    """Wall and CPU seconds of one `graphlint check` run."""
     command = [
         sys.executable,
         "-m",
@@ -114,10 +123,11 @@ def graphlint(trees: list[Path], cache: Path, jobs: int, output: Path) -> float:
         str(cache.parent / "neutral.toml"),  # no project excludes: every file is checked
         "--cache-dir",
         str(cache),
+        *extra,
     ]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     subprocess.run(command, check=True)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, children_cpu() - cpu
 
 
 def main() -> int:
@@ -127,32 +137,45 @@ def main() -> int:
     parser.add_argument("--subset", default="torch", help="a folder inside the unpacked wheel, e.g. torch/distributed")
     parser.add_argument("--corpus", metavar="NAMES", help="corpus packages (comma-separated, or all) instead of torch")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--follow-values",
+        action="store_true",
+        help="also time cold and one-file-changed runs of `check --follow-values`",
+    )
     args = parser.parse_args()
 
     trees = corpus_trees(args.corpus) if args.corpus else [torch_tree(args.wheel, args.workdir, args.subset)]
     files = sorted(f for tree in trees for f in glob.glob(str(tree / "**" / "*.py"), recursive=True))
     lines = sum(Path(f).read_bytes().count(b"\n") for f in files)
     cache = Path(tempfile.mkdtemp(prefix="graphlint-bench-cache-"))
-    results = {}
+    results, cpu = {}, {}
+
+    def run(name: str, *run_args, **kwargs) -> None:
+        results[name], cpu[name] = graphlint(*run_args, **kwargs)
+
     try:
-        results["libcst_parse_floor"] = timed(lambda: parse_floor(files))
-        results["ast_parse"] = timed(lambda: ast_floor(files))
+        results["libcst_parse_floor"], cpu["libcst_parse_floor"] = timed(lambda: parse_floor(files))
+        results["ast_parse"], cpu["ast_parse"] = timed(lambda: ast_floor(files))
         out = cache / "out"
         out.mkdir()
         (cache / "neutral.toml").write_text("")
-        results["cold_jobs1"] = graphlint(trees, cache / "a", 1, out / "cold1.json")
+        run("cold_jobs1", trees, cache / "a", 1, out / "cold1.json")
         peak_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        results["cold_jobs2"] = graphlint(trees, cache / "b", 2, out / "cold2.json")
-        results["warm_jobs1"] = graphlint(trees, cache / "a", 1, out / "warm1.json")
-        results["warm_jobs2"] = graphlint(trees, cache / "b", 2, out / "warm2.json")
+        run("cold_jobs2", trees, cache / "b", 2, out / "cold2.json")
+        run("warm_jobs1", trees, cache / "a", 1, out / "warm1.json")
+        run("warm_jobs2", trees, cache / "b", 2, out / "warm2.json")
         reports = {p.name: p.read_bytes() for p in out.iterdir()}
+        if args.follow_values:
+            run("cold_jobs1_values", trees, cache / "v", 1, out / "values.json", "--follow-values")
         identical = len(set(reports.values())) == 1
         findings = len(json.loads(reports["cold1.json"]))
         victim = Path(files[len(files) // 2])
         original = victim.read_bytes()
         try:
             victim.write_bytes(original + b"\n# changed\n")
-            results["one_file_changed_jobs1"] = graphlint(trees, cache / "a", 1, out / "changed.json")
+            run("one_file_changed_jobs1", trees, cache / "a", 1, out / "changed.json")
+            if args.follow_values:
+                run("one_file_changed_values", trees, cache / "v", 1, out / "changed-values.json", "--follow-values")
         finally:
             victim.write_bytes(original)
     finally:
@@ -161,13 +184,19 @@ def main() -> int:
     print(
         f"{len(files)} files, {lines} lines under {', '.join(map(str, trees))} ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
     )
-    print(f"{'run':<26}{'seconds':>10}{'x libcst parse':>16}")
+    print(f"{'run':<26}{'seconds':>10}{'x libcst parse':>16}{'CPU seconds':>13}")
     for name, seconds in results.items():
-        print(f"{name:<26}{seconds:>10.2f}{seconds / floor:>16.2f}")
+        print(f"{name:<26}{seconds:>10.2f}{seconds / floor:>16.2f}{cpu[name]:>13.2f}")
     print(
         f"warm / cold (jobs 1): {results['warm_jobs1'] / results['cold_jobs1']:.1%}; "
         f"one file changed / cold: {results['one_file_changed_jobs1'] / results['cold_jobs1']:.1%}"
     )
+    if args.follow_values:
+        print(
+            f"--follow-values / names only, cold --jobs 1: {results['cold_jobs1_values'] / results['cold_jobs1']:.2f}x wall, "
+            f"{cpu['cold_jobs1_values'] / cpu['cold_jobs1']:.2f}x CPU; one file changed with values / its cold: "
+            f"{results['one_file_changed_values'] / results['cold_jobs1_values']:.1%}"
+        )
     print(
         f"peak RSS of a cold --jobs 1 run: {peak_rss_mib:.0f} MiB; {findings} findings; "
         f"reports identical across jobs and cache states: {identical}"
@@ -181,6 +210,7 @@ def main() -> int:
                     "cpus": os.cpu_count(),
                     "python": platform.python_version(),
                     "seconds": results,
+                    "child_cpu_seconds": cpu,
                     "peak_rss_mib_cold_jobs1": round(peak_rss_mib),
                     "findings": findings,
                     "identical_reports": identical,

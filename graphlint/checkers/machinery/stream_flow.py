@@ -782,10 +782,13 @@ def analyze(state: ModuleState, source: str) -> None:
     """Run the stream flow over every function that switches streams or copies asynchronously."""
     if "stream" not in source and "non_blocking" not in source:
         return
-    using = {walker.qualname.rsplit(".", 1)[-1] for walker in state.walkers if _uses_streams(walker.body)}
+    nodes = _parents_first(state.tree)
+    uses = _subtree_flags(nodes, _is_stream_use)
+    using = {walker.qualname.rsplit(".", 1)[-1] for walker in state.walkers if _any_flagged(walker.body, uses)}
+    calls = _subtree_flags(nodes, lambda node: _called_name(node) in using) if using else {}
     for walker in state.walkers:
         body = walker.body
-        if not body or not (_uses_streams(body) or _calls_any(body, using)):
+        if not body or not (_any_flagged(body, uses) or _any_flagged(body, calls)):
             continue
         walker.forget_kinds()
         flow = StreamFlow(walker)
@@ -806,28 +809,47 @@ def _waited_events(body: list[ast.stmt]) -> frozenset[str]:
     )
 
 
-def _calls_any(body: list[ast.stmt], names: set[str]) -> bool:
-    """Does ``body`` call a function of the file that uses streams (its effects reach here)?"""
-    for stmt in body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Call):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-                if name in names:
-                    return True
-    return False
+def _parents_first(tree: ast.AST) -> list[tuple[ast.AST, ast.AST | None]]:
+    """Every node of ``tree`` with its parent, each parent before its children."""
+    nodes: list[tuple[ast.AST, ast.AST | None]] = [(tree, None)]
+    index = 0
+    while index < len(nodes):
+        node = nodes[index][0]
+        nodes.extend((child, node) for child in ast.iter_child_nodes(node))
+        index += 1
+    return nodes
 
 
-def _uses_streams(body: list[ast.stmt]) -> bool:
-    for stmt in body:
-        for node in ast.walk(stmt):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            if isinstance(node, ast.Attribute) and node.attr in ("stream", "StreamContext"):
-                return True
-            if isinstance(node, ast.keyword) and node.arg == "non_blocking":
-                return True
-    return False
+def _subtree_flags(nodes: list[tuple[ast.AST, ast.AST | None]], test) -> dict[int, bool]:
+    """For every node (by id), whether ``test`` holds anywhere in its subtree.
+
+    One pass over the file: asking each function's body separately walked a nested body once
+    per enclosing function, and this runs for every function of every file that names a stream.
+    """
+    flags = {id(node): bool(test(node)) for node, _ in nodes}
+    for node, parent in reversed(nodes):
+        if parent is not None and flags[id(node)]:
+            flags[id(parent)] = True
+    return flags
+
+
+def _any_flagged(body: list[ast.stmt], flags: dict[int, bool]) -> bool:
+    return any(flags.get(id(stmt), False) for stmt in body)
+
+
+def _called_name(node: ast.AST) -> str | None:
+    """The last name of what ``node`` calls (``f`` of ``f(x)`` and of ``obj.f(x)``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+def _is_stream_use(node: ast.AST) -> bool:
+    """A stream switch (``.stream``, ``StreamContext``) or an asynchronous copy (``non_blocking=``)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("stream", "StreamContext")
+    return isinstance(node, ast.keyword) and node.arg == "non_blocking"
 
 
 _TRIES = tuple(node for node in (ast.Try, getattr(ast, "TryStar", None)) if node is not None)

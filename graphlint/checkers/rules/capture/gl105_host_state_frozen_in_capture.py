@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import functools
+from collections import Counter
 
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
@@ -108,34 +110,35 @@ def _only_asserted(tree: ast.Module, attr: str) -> bool:
     not run Python: the frozen value is what it wants. Read anywhere else (a condition, a
     value, a schedule) the frozen count is a bug; read nowhere here, it may be read elsewhere.
     """
-    asserted = {
-        id(n)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assert) or _is_assert_call(node)
-        for n in ast.walk(node)
-        if _reads(n, attr)
-    }
-    reads = sum(1 for n in ast.walk(tree) if _reads(n, attr))
-    return bool(asserted) and reads == len(asserted) + _self_updates(tree, attr)
+    reads, asserted, updates = _attribute_reads(tree)
+    return attr in asserted and reads[attr] == asserted[attr] + updates[attr]
 
 
-def _reads(node: ast.AST, attr: str) -> bool:
-    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.ctx, ast.Load)
+@functools.lru_cache(maxsize=4)
+def _attribute_reads(tree: ast.Module) -> tuple[Counter[str], Counter[str], Counter[str]]:
+    """Per attribute name, in one walk of the file (asked for each candidate update, it
+    walked the whole file three times per update): its reads, its reads inside assertions,
+    and the reads that are part of an update of it (`self.steps = self.steps + 1`)."""
+    reads: Counter[str] = Counter()
+    asserted: dict[str, set[int]] = {}
+    updates: Counter[str] = Counter()
+    for node in ast.walk(tree):
+        if _is_read(node):
+            reads[node.attr] += 1
+        if isinstance(node, ast.Assert) or _is_assert_call(node):
+            for n in ast.walk(node):
+                if _is_read(n):
+                    asserted.setdefault(n.attr, set()).add(id(n))
+        if isinstance(node, ast.Assign):
+            stored = {t.attr for t in node.targets if isinstance(t, ast.Attribute)}
+            updates.update(n.attr for n in ast.walk(node.value) if _is_read(n) and n.attr in stored)
+    return reads, Counter({attr: len(ids) for attr, ids in asserted.items()}), updates
+
+
+def _is_read(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
 
 
 def _is_assert_call(node: ast.AST) -> bool:
     """`self.assertEqual(model.calls, 2)`, `torch.testing.assert_close(...)`."""
     return isinstance(node, ast.Call) and source_text(node.func).rsplit(".", 1)[-1].startswith("assert")
-
-
-def _self_updates(tree: ast.Module, attr: str) -> int:
-    """Reads that are part of the update itself: `self.steps = self.steps + 1`."""
-    count = 0
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(_stores(t, attr) for t in node.targets):
-            count += sum(1 for n in ast.walk(node.value) if _reads(n, attr))
-    return count
-
-
-def _stores(target: ast.expr, attr: str) -> bool:
-    return isinstance(target, ast.Attribute) and target.attr == attr

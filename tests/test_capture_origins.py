@@ -110,3 +110,14 @@ def test_modules_a_public_function_is_given_stay_outside_through_lists_and_loops
     (called,) = region["callables"]  # `torch.cuda.CUDAGraph()` is an operation, not a captured callable
     assert called["status"] == "outside"
     assert "parameter `modules` of `graph_all`, which no analysed code calls" in called["detail"]
+
+
+def test_a_module_constant_does_not_break_the_provenance_index(write_tree) -> None:
+    # A module-level constant is recorded as a ("K", location, key) fact, whose location is a
+    # plain string: read as an expression, a module named `c...` looked like a call.
+    source = "VERBOSE = False\n\n\n" + WRAPPER
+    root = write_tree({"config_wrapper.py": source})
+    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
+    assert result.returncode == 0, result.stderr
+    statuses = [c["status"] for r in json.loads(result.stdout)["regions"] for c in r["callables"]]
+    assert statuses == ["outside", "outside"]

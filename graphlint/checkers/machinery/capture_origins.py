@@ -76,6 +76,8 @@ class CaptureOrigins:
 
     # -- the index --------------------------------------------------------------------------
     def _index_fact(self, fact: tuple) -> None:
+        if fact[0] == "K":
+            return  # ("K", location, key): a constant global, no expression to read
         if fact[0] != "=":
             self._walk(fact[1])
             return

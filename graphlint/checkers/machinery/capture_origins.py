@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from graphlint.checkers.machinery.value_containers import is_container
 from graphlint.checkers.machinery.value_flow import ValueFlow
 
 _MAX_DEPTH = 12  # sources followed from the captured expression
@@ -55,6 +56,9 @@ class CaptureOrigins:
         self._in_sites: dict[str, int] = {}  # ... of which as the callee of a resolved call
         self._decorated: set[str] = set()  # definitions a decorator other than staticmethod... wraps
         self._params: dict[str, tuple[str, str]] = {}  # parameter location -> (function, parameter)
+        self._displays: dict[str, tuple] = {}  # container site -> its display ("l", site, entries)
+        self._element_stores: list[tuple[tuple, tuple]] = []  # (store target, value) into containers
+        self._by_container: dict[str, list[tuple[str | None, tuple]]] | None = None  # built when first asked
         for qualname, (params, _, vararg, kwarg, _) in flow.defs.items():
             for param in (*params, vararg, kwarg):
                 if param:
@@ -82,6 +86,8 @@ class CaptureOrigins:
             self._walk(fact[1])
             return
         target, value = fact[1], fact[2]
+        if target[0] in _INTO:
+            self._element_stores.append((target, value))
         while target[0] in _INTO and target[1][0] in ("v", "[", ":", "{"):
             target = target[1]  # `xs.append(v)`, `d[k] = v`: what the container holds comes from v too
         if target[0] == "v":
@@ -136,6 +142,7 @@ class CaptureOrigins:
             elif tag in ("u", "e", "V", "y"):
                 stack.extend(current[1:])
             elif tag == "l":
+                self._displays.setdefault(current[1], current)
                 stack.extend(entry[1] for entry in current[2])
 
     def _names_class(self, expr: tuple) -> bool:
@@ -185,6 +192,11 @@ class CaptureOrigins:
         if tag == "u":
             found = [self._part(part, expr, depth, seen) for part in expr[1:]]
             return (_first(found) or _CYCLE) if all(found) else None
+        if tag == "[":
+            sources = self._element_sources(expr)
+            if sources is not None:
+                found = [self._origin(source, depth + 1, seen) for source in sources]
+                return (_first(found) or _CYCLE) if all(found) else None
         if tag in ("p", "m", "*", "t", "[", ":"):
             return self._origin(expr[1], depth + 1, seen)
         if tag in ("V", "y"):
@@ -192,7 +204,7 @@ class CaptureOrigins:
             return (_first(found) or _CYCLE) if all(found) else None
         if tag == "l":
             found = [self._origin(entry[1], depth + 1, seen) for entry in expr[2]]
-            return (_first(found) or _CYCLE) if found and all(found) else None
+            return (_first(found) or _CYCLE) if all(found) else None  # `[]`: its stores decide
         return None
 
     def _location(self, location: str, depth: int, seen: frozenset) -> str | None:
@@ -216,8 +228,44 @@ class CaptureOrigins:
             return None
         first = _first(reasons)
         if not why:
-            return first
+            return first or _CYCLE  # every source met again on its path: the others decide
         return f"{why}, given what is {first}" if first and first.startswith("returned") else why
+
+    def _element_sources(self, expr: tuple) -> list[tuple] | None:
+        """`xs[k]` read from containers the flow knows: only what their displays and stores
+        put under ``k`` (or under a key not known), so `i, f = pair` follows ``f``'s own
+        source, not its neighbours'. None when some value read is not such a container."""
+        _, base, key = expr
+        key = key if isinstance(key, str) else None  # a name that may be a constant: any key
+        held = self.flow.evaluate(base)
+        if not held or not all(is_container(v) for v in held):
+            return None
+        stores = self._stores_by_container()
+        sources: list[tuple] = []
+        for value in sorted(held):
+            container, _, view = value.partition("|")
+            display = self._displays.get(container)
+            if display is None:
+                return None
+            wanted = None if view or container in self.flow._collapsed else key
+            for entry_key, part, _ in display[2]:
+                if wanted is None or entry_key is None or entry_key == wanted:
+                    sources.append(part)
+            for stored_key, part in stores.get(container, ()):
+                if wanted is None or stored_key is None or stored_key == wanted:
+                    sources.append(part)
+        return sources
+
+    def _stores_by_container(self) -> dict[str, list[tuple[str | None, tuple]]]:
+        """The stores into each container (`xs[k] = v`, `xs.append(v)`, `d.update(...)`)."""
+        if self._by_container is None:
+            self._by_container = {}
+            for target, value in self._element_stores:
+                key = target[2] if target[0] == "[" and isinstance(target[2], str) else None
+                for held in sorted(self.flow.evaluate(target[1])):
+                    if is_container(held):
+                        self._by_container.setdefault(held.partition("|")[0], []).append((key, value))
+        return self._by_container
 
     def _display(self, function: str) -> str:
         found = self.flow.names.functions.get(function)

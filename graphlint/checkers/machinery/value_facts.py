@@ -272,7 +272,7 @@ class FactRecorder:
                 value = _join(value, self._annotation(scope, stmt.annotation))
             self._store(scope, stmt.target, value)
         elif kind is ast.For or kind is ast.AsyncFor:
-            self._store(scope, stmt.target, self._iterated(scope, stmt.iter))
+            self._store_loop(scope, stmt.target, stmt.iter)
             self._body(scope, stmt.body)
             self._body(scope, stmt.orelse)
         elif kind in FUNCTION_NODES:
@@ -574,8 +574,10 @@ class FactRecorder:
                 value = self.ex(scope, element)
                 if value is not None:
                     entries.append((str(index) if positional else None, value, 0))
-        if not entries:
-            return None
+        if not entries and isinstance(node, ast.Tuple):
+            return None  # `()` never grows: nothing to hold
+        # `xs = []`, `d = {}`: a container of its own even while empty, so what `append` or a
+        # store puts in it stays one element (`pop()` gives the stored tuple, not its parts)
         return ("l", self._site(scope, node), tuple(entries))
 
     def _site(self, scope: _Scope, node: ast.expr) -> str:
@@ -641,12 +643,52 @@ class FactRecorder:
         scope.memory.clear()  # its elements are evaluated again after its calls
         for generator in node.generators:
             scope.names.update(bound_names(generator.target))
-            self._store(scope, generator.target, self._iterated(scope, generator.iter))
+            self._store_loop(scope, generator.target, generator.iter)
             for test in generator.ifs:
                 self._effect(scope, test)
         if isinstance(node, ast.DictComp):
             return self._union(scope, [node.value], [node.key])
         return self.ex(scope, node.elt)
+
+    def _store_loop(self, scope: _Scope, target: ast.expr, iterated: ast.expr) -> None:
+        """`for target in iterated`. Unpacking `zip(a, b)` or `enumerate(a)` into a tuple of
+        the same width binds each name to its own argument's elements (`for i, (f, x) in
+        enumerate(zip(fs, xs))`: ``f`` from ``fs`` alone), not to the union of all of them."""
+        parts = self._unpacked_loop(scope, target, iterated)
+        if parts is None:
+            self._store(scope, target, self._iterated(scope, iterated))
+            return
+        for element, source in parts:
+            if source is None:
+                self._store(scope, element, None)  # enumerate's index
+            else:
+                self._store_loop(scope, element, source)
+
+    def _unpacked_loop(
+        self, scope: _Scope, target: ast.expr, iterated: ast.expr
+    ) -> list[tuple[ast.expr, ast.expr | None]] | None:
+        """Which argument of a `zip`/`enumerate` each element of ``target`` iterates, or None."""
+        if not isinstance(target, (ast.Tuple, ast.List)) or _starred(target) or not isinstance(iterated, ast.Call):
+            return None
+        if any(isinstance(a, ast.Starred) for a in iterated.args) or any(k.arg is None for k in iterated.keywords):
+            return None
+        callee = self.ex(scope, iterated.func)
+        name = callee[1] if callee is not None and callee[0] == "g" else None
+        if (
+            name == "zip"
+            and len(iterated.args) == len(target.elts)
+            and {k.arg for k in iterated.keywords} <= {"strict"}
+        ):
+            parts = list(zip(target.elts, iterated.args, strict=True))
+        elif name == "enumerate" and len(iterated.args) == 1 and len(target.elts) == 2:
+            parts = [(target.elts[0], None), (target.elts[1], iterated.args[0])]
+        else:
+            return None
+        for keyword in iterated.keywords:
+            self._effect(scope, keyword.value)
+        scope.memory.clear()  # the call runs now
+        self.facts.append(("x", ("o", name, self._key(scope, iterated))))
+        return parts
 
     def _iterated(self, scope: _Scope, node: ast.expr) -> Expr | None:
         """What `for x in node` binds: the elements, or what an iterator object's __next__ returns."""

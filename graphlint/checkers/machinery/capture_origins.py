@@ -139,7 +139,7 @@ class CaptureOrigins:
                 stack.extend((current[1], current[2]))
             elif tag in ("n", "m", "r", "t", "*", "[", ":", "z"):
                 stack.append(current[1])
-            elif tag in ("u", "e", "V", "y"):
+            elif tag in ("u", "e", "V", "y", "S"):
                 stack.extend(current[1:])
             elif tag == "l":
                 self._displays.setdefault(current[1], current)

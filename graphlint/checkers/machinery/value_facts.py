@@ -21,6 +21,7 @@ evaluates to the set of values it may hold:
     ("p", expr, args, kwargs)       functools.partial: ``expr``'s functions, arguments bound
     ("m", expr, method)             `d.get(...)`, `d.values()`: what the container holds
     ("s", class, self_loc)          super() in a method of ``class``
+    ("S", class_expr, object_expr)  super(Cls, obj): the bases after ``Cls`` on what ``obj`` holds
     ("r", expr, key)                `raise E`: ``E`` constructed
     ("t", expr, key)                iterating: the elements, or __iter__ then __next__ of an object
     ("u", expr, ...)                the union
@@ -742,7 +743,9 @@ class FactRecorder:
         values = [a[1] if a[0] == "*" else a for a in args if a is not None]
         values += [v for _, v in kwargs if v is not None]
         if name == "super":
-            if scope.class_qualname is None or scope.self_loc is None:
+            if len(node.args) == 2 and not node.keywords and args[0] is not None and args[1] is not None:
+                return (("S", args[0], args[1]),)  # super(Cls, obj): Cls's bases on obj's class
+            if args or kwargs or scope.class_qualname is None or scope.self_loc is None:
                 return (None,)
             return (("s", scope.class_qualname, scope.self_loc),)
         if name == "dict" and not args and kwargs:

@@ -344,6 +344,9 @@ class FactRecorder:
             if base is not None and base[0] in ("v", "g", "a"):
                 self.facts.append(("=", _attribute(base, self.intern(target.attr)), value))
             self._remember(scope, target, value)
+        elif kind is ast.Subscript and _instance_dict_key(target) is not None:
+            # `obj.__dict__["name"] = v` sets the attribute, bypassing __setattr__
+            self._store(scope, ast.Attribute(target.value.value, _instance_dict_key(target), ast.Store()), value)
         elif kind is ast.Subscript:
             base = self.ex(scope, target.value)
             where = self._element_of(scope, base, target.slice)
@@ -944,6 +947,16 @@ def _loop_and_with_names(body: list[ast.stmt]) -> set[str]:
                 if item.optional_vars is not None:
                     names.update(bound_names(item.optional_vars))
     return names
+
+
+def _instance_dict_key(target: ast.Subscript) -> str | None:
+    """The attribute `obj.__dict__["name"]` names (an identifier constant), or None."""
+    holder, key = target.value, target.slice
+    if not (isinstance(holder, ast.Attribute) and holder.attr == "__dict__"):
+        return None
+    if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
+        return key.value
+    return None
 
 
 def _starred(target: ast.Tuple | ast.List) -> bool:

@@ -1,0 +1,90 @@
+"""Provenance of captured callables through the ways frameworks hand a user's model along:
+keyword arguments forwarded by `**kwargs`, attributes set through `__dict__`, classes picked
+into a local before being constructed, classes only named in `isinstance` or annotations,
+and a call unpacked into several names. Each keeps the captured callable *outside* (the
+user's), which the analysed code only passes on."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+
+ENGINE = """\
+import torch
+
+
+class Engine:
+    def __init__(self, model, optimizer=None):
+        self._install(model)
+
+    def _install(self, model):
+        self.__dict__["model"] = model
+
+    def capture(self, x):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            return self.model(x)
+
+
+class PipeEngine(Engine):
+    def __init__(self, stages=1, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+
+
+def is_pipe(engine: "Engine") -> bool:
+    return isinstance(engine, (PipeEngine, int))
+
+
+def initialize(model, pipe=False):
+    engine_cls = PipeEngine if pipe else Engine
+    return engine_cls(model=model, optimizer=make_optimizer())
+
+
+def make_optimizer():
+    return object()
+"""
+
+RUNNER = """\
+import torch
+
+
+class Runner:
+    def run(self, model, x):
+        graph, out = self._capture(model, x)
+        return out
+
+    @staticmethod
+    def _capture(model, x):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = model(x)
+        return graph, out
+"""
+
+
+def _statuses(write_tree, files: dict[str, str]) -> dict[int, dict]:
+    root = write_tree(files)
+    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
+    assert result.returncode == 0, result.stderr
+    return {r["line"]: r["callables"][0] for r in json.loads(result.stdout)["regions"]}
+
+
+def test_a_model_forwarded_by_keyword_through_kwargs_and_dict_stores_is_outside(write_tree) -> None:
+    found = _statuses(write_tree, {"engine.py": ENGINE})
+    called = found[12]
+    assert called["status"] == "outside", called
+    # only `model=` reaches Engine's `model`: the optimizer the analysed code builds does not
+    assert "parameter `model` of `Engine._install`" in called["detail"]
+
+
+def test_the_same_model_stays_unresolved_once_analysed_code_passes_its_own(write_tree) -> None:
+    built = ENGINE + "\n\ndef local_model(x):\n    return x\n\n\nENGINE = initialize(local_model)\n"
+    found = _statuses(write_tree, {"engine.py": built})
+    assert found[12]["status"] != "outside"
+
+
+def test_a_call_unpacked_into_two_names_is_one_call_site(write_tree) -> None:
+    found = _statuses(write_tree, {"runner.py": RUNNER})
+    (called,) = [c for c in found.values()]
+    assert called["status"] == "outside"
+    assert "parameter `model` of `Runner._capture`" in called["detail"]

@@ -88,3 +88,35 @@ def test_a_call_unpacked_into_two_names_is_one_call_site(write_tree) -> None:
     (called,) = [c for c in found.values()]
     assert called["status"] == "outside"
     assert "parameter `model` of `Runner._capture`" in called["detail"]
+
+
+GUARDED = """\
+import torch
+import torch.fx
+
+
+def graph_pass(gm, example):
+    \"\"\"Wraps the module's forward.\"\"\"
+    if not isinstance(gm, torch.fx.GraphModule):
+        raise TypeError("needs a GraphModule")
+    with torch.cuda.graph(torch.cuda.CUDAGraph()):
+        gm.forward(*example)
+
+
+PASSES = {"graph": graph_pass}
+"""
+
+
+def test_a_parameter_an_isinstance_guard_checks_against_a_library_class_is_outside(write_tree) -> None:
+    (called,) = _statuses(write_tree, {"passes.py": GUARDED}).values()
+    assert called["status"] == "outside"
+    assert "an instance of `torch.fx.GraphModule` (checked by isinstance)" in called["detail"]
+
+
+def test_the_guard_proves_nothing_when_the_project_derives_from_the_class_or_does_not_raise(write_tree) -> None:
+    derived = GUARDED + "\n\nclass MyGraph(torch.fx.GraphModule):\n    def forward(self, x):\n        return x\n"
+    (called,) = _statuses(write_tree, {"passes.py": derived}).values()
+    assert called["status"] == "unresolved"  # PASSES may call it with a MyGraph
+    lenient = GUARDED.replace('raise TypeError("needs a GraphModule")', "print('not a GraphModule')")
+    (called,) = _statuses(write_tree, {"passes.py": lenient}).values()
+    assert called["status"] == "unresolved"

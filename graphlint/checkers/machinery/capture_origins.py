@@ -63,6 +63,7 @@ class CaptureOrigins:
         self._local_reads: dict[str, int] = {}  # location -> reads
         self._local_calls: dict[str, int] = {}  # ... of which as the callee of a resolved call
         self._held_in: dict[str, list[str]] = {}  # function or class -> locations assigned its bare name
+        self._guards: dict[str, tuple] = {}  # parameter location -> the class its isinstance guard checks
         for qualname, (params, _, vararg, kwarg, _) in flow.defs.items():
             for param in (*params, vararg, kwarg):
                 if param:
@@ -86,6 +87,9 @@ class CaptureOrigins:
     def _index_fact(self, fact: tuple) -> None:
         if fact[0] == "K":
             return  # ("K", location, key): a constant global, no expression to read
+        if fact[0] == "G":
+            self._guards[fact[1]] = fact[2]  # a parameter checked by a leading isinstance guard
+            return
         if fact[0] != "=":
             if fact[1][0] not in ("v", "g"):  # a bare name evaluated for nothing (an annotation) passes nothing
                 self._walk(fact[1])
@@ -240,6 +244,9 @@ class CaptureOrigins:
         if location in seen:
             return _CYCLE
         seen = seen | {location}
+        guarded = self._outside_instance(location)
+        if guarded is not None:
+            return guarded
         sources = [s for s in self._assigned.get(location, ()) if s[0] != "n"]  # an annotation is no value
         why = ""
         if location in self._params:
@@ -295,6 +302,25 @@ class CaptureOrigins:
                     if is_container(held):
                         self._by_container.setdefault(held.partition("|")[0], []).append((key, value))
         return self._by_container
+
+    def _outside_instance(self, location: str) -> str | None:
+        """Why a parameter its function checks with `if not isinstance(p, C): raise` holds
+        an outside object: ``C`` is not analysed and no analysed class derives from it."""
+        checked = self._guards.get(location)
+        if checked is None or location not in self._params:
+            return None
+        classes = self.flow.evaluate(checked)
+        if not classes or not all(c[0] == "?" for c in classes):
+            return None
+        names = {c[1:] for c in classes}
+        tails = {
+            name.rpartition(".")[2] for name in names
+        }  # `torch.fx.GraphModule` is also `...graph_module.GraphModule`
+        if any(
+            base.rpartition(".")[2] in tails for summary in self.flow.names.classes.values() for base in summary.bases
+        ):
+            return None
+        return f"an instance of `{min(names)}` (checked by isinstance), which is not analysed"
 
     def _display(self, function: str) -> str:
         found = self.flow.names.functions.get(function)

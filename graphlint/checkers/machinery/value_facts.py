@@ -40,8 +40,9 @@ evaluates to the set of values it may hold:
     ("o", dotted, key)              a library call the flow knows (`list(...)`), as a call outside
 
 Facts are ("=", target, expr) (a target is a "v", "g", "a", "[" or ":" expression, or
-("{", expr): `d.update(other)`, key by key), ("x", expr) and ("K", location, key): a module
-global bound once, to a constant.
+("{", expr): `d.update(other)`, key by key), ("x", expr), ("K", location, key): a module
+global bound once, to a constant, and ("G", location, class expr): a parameter a leading
+`if not isinstance(p, C): raise` checks (for `capture_origins`; the solver skips it).
 Definitions are kept as `flow_defs`: qualname -> (params, positional count, *args, **kwargs,
 kind), kind "f" function, "m" method, "s" staticmethod, "c" classmethod, "p" property.
 """
@@ -440,7 +441,31 @@ class FactRecorder:
         elif kind == "c" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("d", scope.qualname)))
         self.facts.append(("=", self._name_store(scope, node.name), self._decorated(scope, node, qualname)))
+        self._type_guard(inner, node)
         self._scope_body(inner, node.body)
+
+    def _type_guard(self, inner: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """`if not isinstance(param, C): raise ...` first in the body: every read of ``param``
+        in the function sees an instance of ``C`` (a ``("G", location, class)`` fact, read by
+        `capture_origins` only). Not when the function rebinds the parameter."""
+        body = node.body[1:] if node.body and _is_docstring(node.body[0]) else node.body
+        if not body or not isinstance(body[0], ast.If) or body[0].orelse:
+            return
+        test, then = body[0].test, body[0].body
+        if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)) or not isinstance(then[-1], ast.Raise):
+            return
+        call = test.operand
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "isinstance"):
+            return
+        if len(call.args) != 2 or call.keywords or not isinstance(call.args[0], ast.Name):
+            return
+        name = call.args[0].id
+        params = self.defs[inner.qualname][0]
+        if name not in params or name in _assigned_in(node.body):
+            return
+        checked = self.ex(inner, call.args[1])
+        if checked is not None and checked[0] in ("g", "v"):
+            self.facts.append(("G", self.intern(inner.loc(name)), checked))
 
     def _decorated(
         self, scope: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, qualname: str
@@ -957,6 +982,17 @@ def _instance_dict_key(target: ast.Subscript) -> str | None:
     if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
         return key.value
     return None
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def _assigned_in(body: list[ast.stmt]) -> set[str]:
+    """Names a function body binds anywhere (its nested scopes aside)."""
+    names: set[str] = set()
+    _local_names(body, names, set())
+    return names
 
 
 def _starred(target: ast.Tuple | ast.List) -> bool:

@@ -125,7 +125,7 @@ class ValueFlow(ContainerFlow):
         for fact in facts:
             if fact[0] == "K":
                 self._constants[fact[1]] = fact[2] if fact[1] not in self._constants else None
-        queue = deque(i for i, fact in enumerate(facts) if fact[0] != "K")
+        queue = deque(i for i, fact in enumerate(facts) if fact[0] != "K" and fact[0] != "G")
         self._queue = queue
         self._queued = set(queue)
         while queue:

@@ -120,3 +120,29 @@ def test_the_guard_proves_nothing_when_the_project_derives_from_the_class_or_doe
     lenient = GUARDED.replace('raise TypeError("needs a GraphModule")', "print('not a GraphModule')")
     (called,) = _statuses(write_tree, {"passes.py": lenient}).values()
     assert called["status"] == "unresolved"
+
+
+CONFIGURED = """\
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+        self.encoder.forward = torch.compile(self.encoder.forward, mode="reduce-overhead")
+
+
+def predict(model: Model, x):
+    return model(x)
+"""
+
+
+def test_a_class_only_annotated_may_be_built_from_a_config_so_its_arguments_stay_unresolved(write_tree) -> None:
+    # Nothing here constructs Model, yet code uses Model instances: a config (Hydra's
+    # `_target_`) may build it with the project's own encoder.
+    (called,) = _statuses(write_tree, {"model.py": CONFIGURED}).values()
+    assert called["status"] == "unresolved"
+    alone = CONFIGURED.replace("def predict(model: Model, x):", "def predict(model, x):")
+    (called,) = _statuses(write_tree, {"model.py": alone}).values()
+    assert called["status"] == "outside"  # a public class nothing here uses: the user builds it

@@ -63,6 +63,7 @@ class CaptureOrigins:
         self._local_reads: dict[str, int] = {}  # location -> reads
         self._local_calls: dict[str, int] = {}  # ... of which as the callee of a resolved call
         self._held_in: dict[str, list[str]] = {}  # function or class -> locations assigned its bare name
+        self._annotated: dict[str, int] = {}  # class -> annotations naming it
         self._guards: dict[str, tuple] = {}  # parameter location -> the class its isinstance guard checks
         for qualname, (params, _, vararg, kwarg, _) in flow.defs.items():
             for param in (*params, vararg, kwarg):
@@ -158,8 +159,10 @@ class CaptureOrigins:
             elif tag == "k":
                 stack.extend((current[1], current[2]))
             elif tag == "n":
-                if not self._names_class(current[1]):
-                    stack.append(current[1])  # an annotation names its class without constructing it
+                if self._names_class(current[1]):
+                    _bump(self._annotated, self._name(current[1]))  # names its class, constructs none
+                else:
+                    stack.append(current[1])
             elif tag in ("m", "r", "t", "*", "[", ":", "z"):
                 stack.append(current[1])
             elif tag == "S":
@@ -412,15 +415,22 @@ class CaptureOrigins:
             named = f".{name}"  # a method: every `x.name` read anywhere
         else:
             named = function
-        return self._references.get(named, 0) - self._called_aliases(named) == self._in_sites.get(named, 0)
+        sites = self._in_sites.get(named, 0)
+        aliases = self._called_aliases(named)
+        # An annotation only names the class: not a caller, when the analysed code constructs
+        # it; a class only annotated is built where graphlint cannot see (a user, a config
+        # that names it: Hydra's `_target_`), possibly from the project's own values.
+        annotated = 0 if sites or aliases else self._annotated.get(named, 0)
+        return self._references.get(named, 0) + annotated - aliases == sites
 
     def _called_aliases(self, named: str) -> int:
-        """Reads of ``named`` that assign it to a local only ever called (`cls = A if c else B`,
-        then `cls(...)`): what such a call passes is among the sites already."""
+        """Reads of ``named`` that assign it to a local only ever called, at least once
+        (`cls = A if c else B`, then `cls(...)`): what such a call passes is among the sites."""
         return sum(
             1
             for location in self._held_in.get(named, ())
-            if location not in self._params and self._local_reads.get(location, 0) == self._local_calls.get(location, 0)
+            if location not in self._params
+            and self._local_reads.get(location, 0) == self._local_calls.get(location, 0) > 0
         )
 
     def _attribute(self, expr: tuple, depth: int, seen: frozenset) -> str | None:

@@ -36,7 +36,9 @@ def graphlint_graph(case: Path) -> dict[str, list[str]]:
     cwd = os.getcwd()
     os.chdir(case)  # module names are relative to the case, as PyCG names them (`main`, `to_import`)
     try:
-        _, project = load_project(["."], ConfigResolver(cwd=case), CheckOptions(jobs=1, cache_dir=None))
+        _, project = load_project(
+            ["."], ConfigResolver(cwd=case), CheckOptions(jobs=1, cache_dir=None, follow_values=True)
+        )
     finally:
         os.chdir(cwd)
     return call_graph(project)

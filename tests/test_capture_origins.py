@@ -110,3 +110,40 @@ def test_modules_a_public_function_is_given_stay_outside_through_lists_and_loops
     (called,) = region["callables"]  # `torch.cuda.CUDAGraph()` is an operation, not a captured callable
     assert called["status"] == "outside"
     assert "parameter `modules` of `graph_all`, which no analysed code calls" in called["detail"]
+
+
+def test_a_module_constant_does_not_break_the_provenance_index(write_tree) -> None:
+    # A module-level constant is recorded as a ("K", location, key) fact, whose location is a
+    # plain string: read as an expression, a module named `c...` looked like a call.
+    source = "VERBOSE = False\n\n\n" + WRAPPER
+    root = write_tree({"config_wrapper.py": source})
+    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
+    assert result.returncode == 0, result.stderr
+    statuses = [c["status"] for r in json.loads(result.stdout)["regions"] for c in r["callables"]]
+    assert statuses == ["outside", "outside"]
+
+
+# A public API that graphs what it is given, through a queue of (index, callable, output)
+# triples and a loop over zip: each name unpacked holds its own position's source.
+QUEUED = """\
+import torch
+
+
+def graph_queued(modules, inputs):
+    pending = []
+    for index, (module, x) in enumerate(zip(modules, inputs)):
+        pending.append((index, module, module(x)))
+    while pending:
+        index, module, out = pending.pop()
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            module(out)
+"""
+
+
+def test_a_callable_unpacked_from_a_queue_of_tuples_is_outside_by_its_own_source(write_tree) -> None:
+    root = write_tree({"wrapper.py": QUEUED})
+    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
+    (region,) = json.loads(result.stdout)["regions"]
+    (called,) = region["callables"]
+    assert called["status"] == "outside"
+    assert "parameter `modules` of `graph_queued`, which no analysed code calls" in called["detail"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from graphlint.checkers.machinery.value_containers import is_container
 from graphlint.checkers.machinery.value_flow import ValueFlow
 
 _MAX_DEPTH = 12  # sources followed from the captured expression
@@ -39,6 +40,7 @@ _CYCLE = "cycle"  # a source met again on its own path: the other sources decide
 _PLAIN_DECORATORS = frozenset({"?<builtin>.staticmethod", "?<builtin>.classmethod", "?<builtin>.property"})
 _LEAVES = frozenset({"v", "g", "d", "i", "w", "s", "o"})
 _IMPLICIT = frozenset({"forward", "__call__"})  # run by calls that name no method
+_TYPE_TESTS = frozenset({("g", "isinstance"), ("g", "issubclass")})  # read a class, never call or keep it
 _INTO = frozenset({"[", ":", "{"})  # stores into a container (value_containers)
 
 
@@ -55,6 +57,14 @@ class CaptureOrigins:
         self._in_sites: dict[str, int] = {}  # ... of which as the callee of a resolved call
         self._decorated: set[str] = set()  # definitions a decorator other than staticmethod... wraps
         self._params: dict[str, tuple[str, str]] = {}  # parameter location -> (function, parameter)
+        self._displays: dict[str, tuple] = {}  # container site -> its display ("l", site, entries)
+        self._element_stores: list[tuple[tuple, tuple]] = []  # (store target, value) into containers
+        self._by_container: dict[str, list[tuple[str | None, tuple]]] | None = None  # built when first asked
+        self._local_reads: dict[str, int] = {}  # location -> reads
+        self._local_calls: dict[str, int] = {}  # ... of which as the callee of a resolved call
+        self._held_in: dict[str, list[str]] = {}  # function or class -> locations assigned its bare name
+        self._annotated: dict[str, int] = {}  # class -> annotations naming it
+        self._guards: dict[str, tuple] = {}  # parameter location -> the class its isinstance guard checks
         for qualname, (params, _, vararg, kwarg, _) in flow.defs.items():
             for param in (*params, vararg, kwarg):
                 if param:
@@ -76,14 +86,25 @@ class CaptureOrigins:
 
     # -- the index --------------------------------------------------------------------------
     def _index_fact(self, fact: tuple) -> None:
+        if fact[0] == "K":
+            return  # ("K", location, key): a constant global, no expression to read
+        if fact[0] == "G":
+            self._guards[fact[1]] = fact[2]  # a parameter checked by a leading isinstance guard
+            return
         if fact[0] != "=":
-            self._walk(fact[1])
+            if fact[1][0] not in ("v", "g"):  # a bare name evaluated for nothing (an annotation) passes nothing
+                self._walk(fact[1])
             return
         target, value = fact[1], fact[2]
+        if target[0] in _INTO:
+            self._element_stores.append((target, value))
         while target[0] in _INTO and target[1][0] in ("v", "[", ":", "{"):
             target = target[1]  # `xs.append(v)`, `d[k] = v`: what the container holds comes from v too
         if target[0] == "v":
             self._assigned.setdefault(target[1].partition("#")[0], []).append(value)
+            for part in _alternatives(value):
+                if part[0] in ("v", "g") and self._name(part) is not None:
+                    self._held_in.setdefault(self._name(part), []).append(target[1].partition("#")[0])
         elif target[0] == "a":
             self._attr_stores.setdefault(target[2], []).append((target[1], value))
             if not self._names_class(target[1]):
@@ -114,14 +135,22 @@ class CaptureOrigins:
             tag = current[0]
             if tag == "v" or tag == "g":
                 _bump(self._references, self._name(current))
+                if tag == "v":
+                    _bump(self._local_reads, current[1].partition("#")[0])
             elif tag == "a":
                 _bump(self._references, f".{current[2]}")
                 if not self._names_class(current[1]):
                     stack.append(current[1])  # `C.attr` reads the class, neither constructing nor passing it
             elif tag == "c":
-                self.calls.setdefault(current[4], current)
+                if current[4] in self.calls:
+                    continue  # one call read by several facts (`a, b = f(x)`): its names count once
+                self.calls[current[4]] = current
                 stack.append(current[1])
-                stack.extend(current[2])
+                if current[1] in _TYPE_TESTS and len(current[2]) == 2:
+                    stack.append(current[2][0])
+                    stack.extend(self._unnamed_classes(current[2][1]))  # `isinstance(x, C)` passes no C
+                else:
+                    stack.extend(current[2])
                 stack.extend(value for _, value in current[3])
             elif tag == "p":
                 stack.append(current[1])
@@ -129,12 +158,26 @@ class CaptureOrigins:
                 stack.extend(value for _, value in current[3])
             elif tag == "k":
                 stack.extend((current[1], current[2]))
-            elif tag in ("n", "m", "r", "t", "*", "[", ":", "z"):
+            elif tag == "n":
+                if self._names_class(current[1]):
+                    _bump(self._annotated, self._name(current[1]))  # names its class, constructs none
+                else:
+                    stack.append(current[1])
+            elif tag in ("m", "r", "t", "*", "[", ":", "z"):
                 stack.append(current[1])
+            elif tag == "S":
+                stack.append(current[2])  # super(Cls, obj) names Cls without constructing or passing it
             elif tag in ("u", "e", "V", "y"):
                 stack.extend(current[1:])
             elif tag == "l":
+                self._displays.setdefault(current[1], current)
                 stack.extend(entry[1] for entry in current[2])
+
+    def _unnamed_classes(self, expr: tuple | None) -> list[tuple | None]:
+        """The parts of an `isinstance` class argument that are not plain class names."""
+        if expr is not None and expr[0] == "l":
+            return [part for entry in expr[2] for part in self._unnamed_classes(entry[1])]
+        return [] if expr is not None and self._names_class(expr) else [expr]
 
     def _names_class(self, expr: tuple) -> bool:
         return expr[0] in ("v", "g") and self._name(expr) in self.flow.names.classes
@@ -155,6 +198,8 @@ class CaptureOrigins:
         for part in _alternatives(callee):
             if part[0] in ("v", "g"):
                 _bump(self._in_sites, self._name(part))
+                if part[0] == "v":
+                    _bump(self._local_calls, part[1].partition("#")[0])
             elif part[0] == "a":
                 _bump(self._in_sites, f".{part[2]}")
         for value in tuple(self.flow.evaluate(callee)):
@@ -183,6 +228,11 @@ class CaptureOrigins:
         if tag == "u":
             found = [self._part(part, expr, depth, seen) for part in expr[1:]]
             return (_first(found) or _CYCLE) if all(found) else None
+        if tag == "[":
+            sources = self._element_sources(expr)
+            if sources is not None:
+                found = [self._origin(source, depth + 1, seen) for source in sources]
+                return (_first(found) or _CYCLE) if all(found) else None
         if tag in ("p", "m", "*", "t", "[", ":"):
             return self._origin(expr[1], depth + 1, seen)
         if tag in ("V", "y"):
@@ -190,13 +240,16 @@ class CaptureOrigins:
             return (_first(found) or _CYCLE) if all(found) else None
         if tag == "l":
             found = [self._origin(entry[1], depth + 1, seen) for entry in expr[2]]
-            return (_first(found) or _CYCLE) if found and all(found) else None
+            return (_first(found) or _CYCLE) if all(found) else None  # `[]`: its stores decide
         return None
 
     def _location(self, location: str, depth: int, seen: frozenset) -> str | None:
         if location in seen:
             return _CYCLE
         seen = seen | {location}
+        guarded = self._outside_instance(location)
+        if guarded is not None:
+            return guarded
         sources = [s for s in self._assigned.get(location, ()) if s[0] != "n"]  # an annotation is no value
         why = ""
         if location in self._params:
@@ -214,8 +267,63 @@ class CaptureOrigins:
             return None
         first = _first(reasons)
         if not why:
-            return first
+            return first or _CYCLE  # every source met again on its path: the others decide
         return f"{why}, given what is {first}" if first and first.startswith("returned") else why
+
+    def _element_sources(self, expr: tuple) -> list[tuple] | None:
+        """`xs[k]` read from containers the flow knows: only what their displays and stores
+        put under ``k`` (or under a key not known), so `i, f = pair` follows ``f``'s own
+        source, not its neighbours'. None when some value read is not such a container."""
+        _, base, key = expr
+        key = key if isinstance(key, str) else None  # a name that may be a constant: any key
+        held = self.flow.evaluate(base)
+        if not held or not all(is_container(v) for v in held):
+            return None
+        stores = self._stores_by_container()
+        sources: list[tuple] = []
+        for value in sorted(held):
+            container, _, view = value.partition("|")
+            display = self._displays.get(container)
+            if display is None:
+                return None
+            wanted = None if view or container in self.flow._collapsed else key
+            for entry_key, part, _ in display[2]:
+                if wanted is None or entry_key is None or entry_key == wanted:
+                    sources.append(part)
+            for stored_key, part in stores.get(container, ()):
+                if wanted is None or stored_key is None or stored_key == wanted:
+                    sources.append(part)
+        return sources
+
+    def _stores_by_container(self) -> dict[str, list[tuple[str | None, tuple]]]:
+        """The stores into each container (`xs[k] = v`, `xs.append(v)`, `d.update(...)`)."""
+        if self._by_container is None:
+            self._by_container = {}
+            for target, value in self._element_stores:
+                key = target[2] if target[0] == "[" and isinstance(target[2], str) else None
+                for held in sorted(self.flow.evaluate(target[1])):
+                    if is_container(held):
+                        self._by_container.setdefault(held.partition("|")[0], []).append((key, value))
+        return self._by_container
+
+    def _outside_instance(self, location: str) -> str | None:
+        """Why a parameter its function checks with `if not isinstance(p, C): raise` holds
+        an outside object: ``C`` is not analysed and no analysed class derives from it."""
+        checked = self._guards.get(location)
+        if checked is None or location not in self._params:
+            return None
+        classes = self.flow.evaluate(checked)
+        if not classes or not all(c[0] == "?" for c in classes):
+            return None
+        names = {c[1:] for c in classes}
+        tails = {
+            name.rpartition(".")[2] for name in names
+        }  # `torch.fx.GraphModule` is also `...graph_module.GraphModule`
+        if any(
+            base.rpartition(".")[2] in tails for summary in self.flow.names.classes.values() for base in summary.bases
+        ):
+            return None
+        return f"an instance of `{min(names)}` (checked by isinstance), which is not analysed"
 
     def _display(self, function: str) -> str:
         found = self.flow.names.functions.get(function)
@@ -226,19 +334,73 @@ class CaptureOrigins:
         (None when not every caller is one of them)."""
         if not self._complete_callers(function):
             return None
-        params, count, vararg, kwarg, _ = self.flow.defs[function]
         found: list[tuple] = []
         for args, kwargs, shift in self._sites.get(function, ()):
-            if any(a is not None and a[0] == "*" for a in args) or any(name is None for name, _ in kwargs):
-                return None  # f(*xs), f(**kw): which argument lands where is not known
-            for index, arg in enumerate(args):
-                slot = index + shift
-                name = params[slot] if slot < count else vararg
-                if name == param and arg is not None:
+            passed = self._passed_at(function, param, args, kwargs, shift)
+            if passed is None:
+                return None
+            found += passed
+        return found
+
+    def _passed_at(self, function: str, param: str, args: tuple, kwargs: tuple, shift: int) -> list[tuple] | None:
+        """What one call passes to ``param``. Past a `*xs` or `**kw`, which argument lands
+        where is not known: unless ``param`` was given before it, by position or by name
+        (Python refuses a second value for it), its sources are what is unpacked there
+        (`_unpacked`)."""
+        params, count, vararg, kwarg, _ = self.flow.defs[function]
+        found: list[tuple] = []
+        given = False
+        starred = False
+        for index, arg in enumerate(args):
+            if arg is not None and arg[0] == "*":
+                starred = True
+                break
+            slot = index + shift
+            name = params[slot] if slot < count else vararg
+            if name == param:
+                given = param != vararg  # *args may take more from a later `*xs`
+                if arg is not None:
                     found.append(arg)
-            for name, value in kwargs:
-                if value is not None and (name == param or (name not in params and param == kwarg)):
+        splatted = any(name is None for name, _ in kwargs)
+        for name, value in kwargs:
+            if name == param or (name is not None and name not in params and param == kwarg):
+                given = given or name == param
+                if value is not None:
                     found.append(value)
+        if (starred or splatted) and not given:
+            unpacked = [a[1] for a in args if a is not None and a[0] == "*"]
+            unpacked += [value for name, value in kwargs if name is None and value is not None]
+            for source in unpacked:
+                forwarded = self._unpacked(source, param)
+                if forwarded is None:
+                    return None
+                found += forwarded
+        return found
+
+    def _unpacked(self, source: tuple, param: str) -> list[tuple] | None:
+        """The sources of ``param`` in a `*xs` or `**kw` a call unpacks: the caller's own
+        `*args`/`**kwargs` forward what its callers pass there (`**kw` only their keyword
+        ``param``); anything else, every element of it."""
+        if source[0] != "v" or source[1] not in self._params:
+            return [source]
+        caller, name = self._params[source[1]]
+        params, _, vararg, kwarg, _ = self.flow.defs[caller]
+        if name == vararg:
+            return self._passed(caller, name)
+        if name != kwarg:
+            return [source]
+        if param in params or not self._complete_callers(caller):
+            return [] if param in params else None  # a named parameter never lands in **kwargs
+        found: list[tuple] = []
+        for _, kwargs, _ in self._sites.get(caller, ()):
+            for given, value in kwargs:
+                if given == param and value is not None:
+                    found.append(value)
+                elif given is None and value is not None:
+                    forwarded = self._unpacked(value, param)
+                    if forwarded is None:
+                        return None
+                    found += forwarded
         return found
 
     def _complete_callers(self, function: str) -> bool:
@@ -253,7 +415,23 @@ class CaptureOrigins:
             named = f".{name}"  # a method: every `x.name` read anywhere
         else:
             named = function
-        return self._references.get(named, 0) == self._in_sites.get(named, 0)
+        sites = self._in_sites.get(named, 0)
+        aliases = self._called_aliases(named)
+        # An annotation only names the class: not a caller, when the analysed code constructs
+        # it; a class only annotated is built where graphlint cannot see (a user, a config
+        # that names it: Hydra's `_target_`), possibly from the project's own values.
+        annotated = 0 if sites or aliases else self._annotated.get(named, 0)
+        return self._references.get(named, 0) + annotated - aliases == sites
+
+    def _called_aliases(self, named: str) -> int:
+        """Reads of ``named`` that assign it to a local only ever called, at least once
+        (`cls = A if c else B`, then `cls(...)`): what such a call passes is among the sites."""
+        return sum(
+            1
+            for location in self._held_in.get(named, ())
+            if location not in self._params
+            and self._local_reads.get(location, 0) == self._local_calls.get(location, 0) > 0
+        )
 
     def _attribute(self, expr: tuple, depth: int, seen: frozenset) -> str | None:
         _, base, attr = expr

@@ -21,6 +21,7 @@ evaluates to the set of values it may hold:
     ("p", expr, args, kwargs)       functools.partial: ``expr``'s functions, arguments bound
     ("m", expr, method)             `d.get(...)`, `d.values()`: what the container holds
     ("s", class, self_loc)          super() in a method of ``class``
+    ("S", class_expr, object_expr)  super(Cls, obj): the bases after ``Cls`` on what ``obj`` holds
     ("r", expr, key)                `raise E`: ``E`` constructed
     ("t", expr, key)                iterating: the elements, or __iter__ then __next__ of an object
     ("u", expr, ...)                the union
@@ -39,8 +40,9 @@ evaluates to the set of values it may hold:
     ("o", dotted, key)              a library call the flow knows (`list(...)`), as a call outside
 
 Facts are ("=", target, expr) (a target is a "v", "g", "a", "[" or ":" expression, or
-("{", expr): `d.update(other)`, key by key), ("x", expr) and ("K", location, key): a module
-global bound once, to a constant.
+("{", expr): `d.update(other)`, key by key), ("x", expr), ("K", location, key): a module
+global bound once, to a constant, and ("G", location, class expr): a parameter a leading
+`if not isinstance(p, C): raise` checks (for `capture_origins`; the solver skips it).
 Definitions are kept as `flow_defs`: qualname -> (params, positional count, *args, **kwargs,
 kind), kind "f" function, "m" method, "s" staticmethod, "c" classmethod, "p" property.
 """
@@ -272,7 +274,7 @@ class FactRecorder:
                 value = _join(value, self._annotation(scope, stmt.annotation))
             self._store(scope, stmt.target, value)
         elif kind is ast.For or kind is ast.AsyncFor:
-            self._store(scope, stmt.target, self._iterated(scope, stmt.iter))
+            self._store_loop(scope, stmt.target, stmt.iter)
             self._body(scope, stmt.body)
             self._body(scope, stmt.orelse)
         elif kind in FUNCTION_NODES:
@@ -343,6 +345,9 @@ class FactRecorder:
             if base is not None and base[0] in ("v", "g", "a"):
                 self.facts.append(("=", _attribute(base, self.intern(target.attr)), value))
             self._remember(scope, target, value)
+        elif kind is ast.Subscript and _instance_dict_key(target) is not None:
+            # `obj.__dict__["name"] = v` sets the attribute, bypassing __setattr__
+            self._store(scope, ast.Attribute(target.value.value, _instance_dict_key(target), ast.Store()), value)
         elif kind is ast.Subscript:
             base = self.ex(scope, target.value)
             where = self._element_of(scope, base, target.slice)
@@ -436,7 +441,31 @@ class FactRecorder:
         elif kind == "c" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("d", scope.qualname)))
         self.facts.append(("=", self._name_store(scope, node.name), self._decorated(scope, node, qualname)))
+        self._type_guard(inner, node)
         self._scope_body(inner, node.body)
+
+    def _type_guard(self, inner: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """`if not isinstance(param, C): raise ...` first in the body: every read of ``param``
+        in the function sees an instance of ``C`` (a ``("G", location, class)`` fact, read by
+        `capture_origins` only). Not when the function rebinds the parameter."""
+        body = node.body[1:] if node.body and _is_docstring(node.body[0]) else node.body
+        if not body or not isinstance(body[0], ast.If) or body[0].orelse:
+            return
+        test, then = body[0].test, body[0].body
+        if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)) or not isinstance(then[-1], ast.Raise):
+            return
+        call = test.operand
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "isinstance"):
+            return
+        if len(call.args) != 2 or call.keywords or not isinstance(call.args[0], ast.Name):
+            return
+        name = call.args[0].id
+        params = self.defs[inner.qualname][0]
+        if name not in params or name in _assigned_in(node.body):
+            return
+        checked = self.ex(inner, call.args[1])
+        if checked is not None and checked[0] in ("g", "v"):
+            self.facts.append(("G", self.intern(inner.loc(name)), checked))
 
     def _decorated(
         self, scope: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, qualname: str
@@ -574,8 +603,10 @@ class FactRecorder:
                 value = self.ex(scope, element)
                 if value is not None:
                     entries.append((str(index) if positional else None, value, 0))
-        if not entries:
-            return None
+        if not entries and isinstance(node, ast.Tuple):
+            return None  # `()` never grows: nothing to hold
+        # `xs = []`, `d = {}`: a container of its own even while empty, so what `append` or a
+        # store puts in it stays one element (`pop()` gives the stored tuple, not its parts)
         return ("l", self._site(scope, node), tuple(entries))
 
     def _site(self, scope: _Scope, node: ast.expr) -> str:
@@ -641,12 +672,52 @@ class FactRecorder:
         scope.memory.clear()  # its elements are evaluated again after its calls
         for generator in node.generators:
             scope.names.update(bound_names(generator.target))
-            self._store(scope, generator.target, self._iterated(scope, generator.iter))
+            self._store_loop(scope, generator.target, generator.iter)
             for test in generator.ifs:
                 self._effect(scope, test)
         if isinstance(node, ast.DictComp):
             return self._union(scope, [node.value], [node.key])
         return self.ex(scope, node.elt)
+
+    def _store_loop(self, scope: _Scope, target: ast.expr, iterated: ast.expr) -> None:
+        """`for target in iterated`. Unpacking `zip(a, b)` or `enumerate(a)` into a tuple of
+        the same width binds each name to its own argument's elements (`for i, (f, x) in
+        enumerate(zip(fs, xs))`: ``f`` from ``fs`` alone), not to the union of all of them."""
+        parts = self._unpacked_loop(scope, target, iterated)
+        if parts is None:
+            self._store(scope, target, self._iterated(scope, iterated))
+            return
+        for element, source in parts:
+            if source is None:
+                self._store(scope, element, None)  # enumerate's index
+            else:
+                self._store_loop(scope, element, source)
+
+    def _unpacked_loop(
+        self, scope: _Scope, target: ast.expr, iterated: ast.expr
+    ) -> list[tuple[ast.expr, ast.expr | None]] | None:
+        """Which argument of a `zip`/`enumerate` each element of ``target`` iterates, or None."""
+        if not isinstance(target, (ast.Tuple, ast.List)) or _starred(target) or not isinstance(iterated, ast.Call):
+            return None
+        if any(isinstance(a, ast.Starred) for a in iterated.args) or any(k.arg is None for k in iterated.keywords):
+            return None
+        callee = self.ex(scope, iterated.func)
+        name = callee[1] if callee is not None and callee[0] == "g" else None
+        if (
+            name == "zip"
+            and len(iterated.args) == len(target.elts)
+            and {k.arg for k in iterated.keywords} <= {"strict"}
+        ):
+            parts = list(zip(target.elts, iterated.args, strict=True))
+        elif name == "enumerate" and len(iterated.args) == 1 and len(target.elts) == 2:
+            parts = [(target.elts[0], None), (target.elts[1], iterated.args[0])]
+        else:
+            return None
+        for keyword in iterated.keywords:
+            self._effect(scope, keyword.value)
+        scope.memory.clear()  # the call runs now
+        self.facts.append(("x", ("o", name, self._key(scope, iterated))))
+        return parts
 
     def _iterated(self, scope: _Scope, node: ast.expr) -> Expr | None:
         """What `for x in node` binds: the elements, or what an iterator object's __next__ returns."""
@@ -700,7 +771,9 @@ class FactRecorder:
         values = [a[1] if a[0] == "*" else a for a in args if a is not None]
         values += [v for _, v in kwargs if v is not None]
         if name == "super":
-            if scope.class_qualname is None or scope.self_loc is None:
+            if len(node.args) == 2 and not node.keywords and args[0] is not None and args[1] is not None:
+                return (("S", args[0], args[1]),)  # super(Cls, obj): Cls's bases on obj's class
+            if args or kwargs or scope.class_qualname is None or scope.self_loc is None:
                 return (None,)
             return (("s", scope.class_qualname, scope.self_loc),)
         if name == "dict" and not args and kwargs:
@@ -898,6 +971,27 @@ def _loop_and_with_names(body: list[ast.stmt]) -> set[str]:
             for item in stmt.items:
                 if item.optional_vars is not None:
                     names.update(bound_names(item.optional_vars))
+    return names
+
+
+def _instance_dict_key(target: ast.Subscript) -> str | None:
+    """The attribute `obj.__dict__["name"]` names (an identifier constant), or None."""
+    holder, key = target.value, target.slice
+    if not (isinstance(holder, ast.Attribute) and holder.attr == "__dict__"):
+        return None
+    if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
+        return key.value
+    return None
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def _assigned_in(body: list[ast.stmt]) -> set[str]:
+    """Names a function body binds anywhere (its nested scopes aside)."""
+    names: set[str] = set()
+    _local_names(body, names, set())
     return names
 
 

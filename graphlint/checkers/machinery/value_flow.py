@@ -37,6 +37,7 @@ _MAX_OUTSIDE_DEPTH = 6  # `?torch.nn.functional.relu`: dots in an outside name w
 _KEEPS_ORDER = frozenset(
     f"<builtin>.{name}" for name in ("len", "print", "isinstance", "id", "repr", "str", "hash", "any", "all", "bool")
 )
+_MODULE_CLASSES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})  # calling one runs forward
 CallKey = tuple[str, int, int]  # (scope qualname, line, column) of a call
 
 
@@ -97,6 +98,7 @@ class ValueFlow(ContainerFlow):
             "p": self._partial,
             "m": self._container_read,
             "s": self._super,
+            "S": self._explicit_super,
             "r": self._raise,
             "t": self._iterate,
             "o": self._outside_call,
@@ -123,7 +125,7 @@ class ValueFlow(ContainerFlow):
         for fact in facts:
             if fact[0] == "K":
                 self._constants[fact[1]] = fact[2] if fact[1] not in self._constants else None
-        queue = deque(i for i, fact in enumerate(facts) if fact[0] != "K")
+        queue = deque(i for i, fact in enumerate(facts) if fact[0] != "K" and fact[0] != "G")
         self._queue = queue
         self._queued = set(queue)
         while queue:
@@ -339,7 +341,10 @@ class ValueFlow(ContainerFlow):
                 self._instance_attribute(holder[1:], attr, holder, found, skip=None)
             elif first == "^":
                 _, owner, cls = holder.split("^")
+                before = len(found)
                 self._instance_attribute(cls, attr, "!" + cls, found, skip=owner)
+                if attr == "__call__" and len(found) == before:
+                    self._module_call(cls, owner, found)
             elif holder in self.names.classes:
                 self._class_attribute(holder, attr, found)
             elif first == "?" and holder.count(".") < _MAX_OUTSIDE_DEPTH:
@@ -368,6 +373,19 @@ class ValueFlow(ContainerFlow):
                 found.add("~" + method)
             return
 
+    def _module_call(self, cls: str, owner: str, found: set[str]) -> None:
+        """`super(Owner, module).__call__` where no project class after ``Owner`` defines
+        `__call__` and ``Owner`` derives from `torch.nn.Module`: `Module.__call__` runs the
+        instance's own `forward` (looked up from its class, as any call of the module does)."""
+        chain = self._chain(cls)
+        after = [s for i, s in enumerate(chain) if any(p.qualname == owner for p in chain[: i + 1])]
+        if not any(base in _MODULE_CLASSES for summary in after for base in summary.bases):
+            return
+        forward = self._method(cls, "forward")
+        if forward is not None:
+            self._bind_self(forward, "!" + cls)
+            found.add("~" + forward)
+
     def _class_attribute(self, cls: str, attr: str, found: set[str]) -> None:
         for summary in self._chain(cls):
             method = summary.methods.get(attr)
@@ -390,6 +408,12 @@ class ValueFlow(ContainerFlow):
     def _super(self, expr: tuple) -> set[str]:
         owner = expr[1]
         return {f"^{owner}^{v[1:]}" for v in self._read(expr[2]) if v[0] == "!"}
+
+    def _explicit_super(self, expr: tuple) -> set[str]:
+        """`super(Cls, obj)`: ``obj``'s instances, their attributes looked up after ``Cls``."""
+        owners = [c for c in sorted(self.evaluate(expr[1])) if c in self.names.classes]
+        instances = [v[1:] for v in sorted(self.evaluate(expr[2])) if v[0] == "!"]
+        return {f"^{owner}^{cls}" for owner in owners for cls in instances}
 
     # -- calls ---------------------------------------------------------------------------------
     def _call(self, expr: tuple) -> set[str]:

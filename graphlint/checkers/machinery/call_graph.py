@@ -170,7 +170,7 @@ def _add_calls(graph: nx.DiGraph, resolver: Resolver, bindings: dict[str, Bindin
 
 def _add_flow_only_calls(graph: nx.DiGraph, resolver: Resolver) -> None:
     """Calls only the value flow sees (in lambdas, decorators, `map(f, ...)`), first line first."""
-    for (scope, line, _), callees in sorted(resolver.flow.extra.items()):
+    for (scope, line, *_), callees in sorted(resolver.flow.extra.items()):
         if scope not in resolver.functions:
             continue
         for callee in sorted(callees):

@@ -128,7 +128,7 @@ def _with_regions(project: Project, origins: CaptureOrigins, path: str, summary:
                 text = texts.get((function.display, call.line))
                 judged = _judge_call(project, call, function, text)
                 if (judged is None and isinstance(call.target, ValueCall)) or (judged and judged.status != RESOLVED):
-                    judged = _placed(origins, (function.qualname, call.line, call.column), call.target, text, judged)
+                    judged = _placed(origins, call.flow_key(function.qualname), call.target, text, judged)
                 _add(found[region_id].callables, judged)
                 if judged is not None and isinstance(call.target, ValueCall):
                     followed.add((function.display, call.line))
@@ -240,7 +240,7 @@ def _judge_entry(project: Project, entry: EntryRef, text: str | None) -> Capture
 
 
 def _placed(
-    origins: CaptureOrigins, key: tuple[str, int, int], target: CallTarget, text: str | None, judged: Captured | None
+    origins: CaptureOrigins, key: tuple[str, int, int, int, int], target: CallTarget, text: str | None, judged: Captured | None
 ) -> Captured | None:
     """A callable not resolved, placed by its provenance (`capture_origins`): outside when
     every source of its value is, unresolved otherwise. A parameter is outside only when its

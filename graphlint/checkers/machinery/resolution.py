@@ -179,7 +179,7 @@ class Resolver:
         named = self.resolve_bound(call.target, bindings)
         if isinstance(call.target, ValueCall) or (named and isinstance(call.target, PARAMETER_TARGETS)):
             return named  # a parameter bound by the captures that reach it: what they pass
-        flowed = self.flow.callees((function.qualname, call.line, call.column))
+        flowed = self.flow.callees(call.flow_key(function.qualname))
         if not flowed:
             return named
         found = sorted(q for q in flowed if q in self.functions)

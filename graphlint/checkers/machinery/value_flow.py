@@ -37,7 +37,9 @@ _MAX_OUTSIDE_DEPTH = 6  # `?torch.nn.functional.relu`: dots in an outside name w
 _KEEPS_ORDER = frozenset(
     f"<builtin>.{name}" for name in ("len", "print", "isinstance", "id", "repr", "str", "hash", "any", "all", "bool")
 )
-CallKey = tuple[str, int, int]  # (scope qualname, line, column) of a call
+# (scope qualname, line, column, end line, end column) of a call: the start alone is shared by
+# chained calls (`get().run()` starts where `get()` does), the end is not.
+CallKey = tuple[str, int, int, int, int]
 
 
 class ProjectNames(Protocol):

@@ -24,6 +24,7 @@ from graphlint.checkers.machinery.capture_origins import CaptureOrigins
 from graphlint.checkers.machinery.model import COMPILE, CallRef, EntryRef, FunctionSummary, ModuleSummary, OpaqueCall
 from graphlint.checkers.machinery.names import LIBRARY_ROOTS
 from graphlint.checkers.machinery.project import Project
+from graphlint.checkers.machinery.value_flow import CallKey
 
 RESOLVED, OUTSIDE, UNRESOLVED = "resolved", "outside", "unresolved"
 _CAPTURE_LIKE = re.compile(r"graph|capture", re.IGNORECASE)
@@ -240,7 +241,7 @@ def _judge_entry(project: Project, entry: EntryRef, text: str | None) -> Capture
 
 
 def _placed(
-    origins: CaptureOrigins, key: tuple[str, int, int, int, int], target: CallTarget, text: str | None, judged: Captured | None
+    origins: CaptureOrigins, key: CallKey, target: CallTarget, text: str | None, judged: Captured | None
 ) -> Captured | None:
     """A callable not resolved, placed by its provenance (`capture_origins`): outside when
     every source of its value is, unresolved otherwise. A parameter is outside only when its

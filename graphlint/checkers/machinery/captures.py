@@ -218,6 +218,9 @@ def _judge_call(project: Project, call: CallRef, function: FunctionSummary, text
         return Captured(target.text(), OUTSIDE, f"a parameter of `{function.display}`")
     if isinstance(target, FunctionTarget) and not _defined_here(project, target.name):
         return Captured(target.text(), OUTSIDE, _not_analysed(target.name))
+    if isinstance(target, MethodTarget) and project.resolve_name(target.owner) in project.protocols:
+        why = f"`{target.owner}` is a typing.Protocol: the class that implements it is not named here"
+        return Captured(target.text(), UNRESOLVED, why)
     if isinstance(target, MethodTarget):
         why = (
             f"no method `{target.name}` on `{target.owner}` or its bases; "

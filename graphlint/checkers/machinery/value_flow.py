@@ -49,6 +49,7 @@ class ProjectNames(Protocol):
     functions: dict[str, tuple[str, FunctionSummary]]
     classes: dict[str, ClassSummary]
     aliases: dict[str, str]
+    protocols: frozenset[str]  # typing.Protocol classes (`protocols`): no instance of theirs is followed
 
     def resolve_name(self, dotted: str) -> str | None: ...
 
@@ -91,7 +92,7 @@ class ValueFlow(ContainerFlow):
             "g": lambda e: self._global(e[1]),
             "w": self._star_imported,
             "d": lambda e: {e[1]},
-            "i": lambda e: {"!" + e[1]},
+            "i": lambda e: _EMPTY if e[1] in self.names.protocols else {"!" + e[1]},  # `self` of a Protocol
             "n": self._instances,
             "a": self._attribute,
             "c": self._call,
@@ -387,7 +388,9 @@ class ValueFlow(ContainerFlow):
             self._add(f"{method}.<locals>.{params[0][0]}", {value})
 
     def _instances(self, expr: tuple) -> set[str]:
-        return {"!" + v for v in self.evaluate(expr[1]) if v in self.names.classes}
+        """An annotation's instances; a Protocol names no class whose code runs (`protocols`)."""
+        protocols = self.names.protocols
+        return {"!" + v for v in self.evaluate(expr[1]) if v in self.names.classes and v not in protocols}
 
     def _super(self, expr: tuple) -> set[str]:
         owner = expr[1]

@@ -106,3 +106,140 @@ def test_a_protocol_is_named_as_the_reason_a_method_is_unresolved(write_tree) ->
     result = run_cli("captures", "--no-cache", ".", cwd=root)
     assert result.returncode == 0, result.stderr
     assert "`proto.Encoder` is a typing.Protocol" in result.stdout
+
+
+def _findings(root) -> set[tuple[str, int]]:
+    result = run_cli("check", "--follow-values", "--no-cache", "--format", "json", "--exit-zero", ".", cwd=root)
+    assert result.returncode == 0, result.stderr
+    return {(finding["path"].removeprefix("./"), finding["line"]) for finding in json.loads(result.stdout)}
+
+
+HELPERS = """\
+import torch
+
+
+def direct(compute):
+    return compute()
+
+
+def closure(compute, key=None):
+    def keyed():
+        return compute()
+
+    return run_once(keyed if key is not None else nothing)
+
+
+def run_once(fn):
+    return fn()
+
+
+def nothing():
+    return None
+
+
+def forwarded(compute):
+    return direct(compute)
+
+
+def reads_back(x):
+    return x.sum().item()
+
+
+def waits(x):
+    torch.cuda.synchronize()
+    return x
+"""
+
+PIPELINES = """\
+from helpers import closure, direct, forwarded, reads_back, waits
+
+
+def encode(x):
+    direct(lambda: reads_back(x))
+    forwarded(lambda: reads_back(x))
+    return closure(lambda: waits(x), key="enc")
+"""
+
+CAPTURED = """\
+import torch
+
+from helpers import closure, direct, forwarded
+
+
+def first(x):
+    return x.sum().item()
+
+
+def second(x):
+    return x.max().item()
+
+
+def third(x):
+    return x.min().item()
+
+
+def capture(x):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        direct(lambda: first(x))
+        closure(lambda: second(x), key="cap")
+        forwarded(lambda: third(x))
+"""
+
+
+def test_a_parameter_called_under_a_capture_runs_what_that_call_site_passes(write_tree) -> None:
+    root = write_tree({"helpers.py": HELPERS, "pipelines.py": PIPELINES, "captured.py": CAPTURED})
+    found = _findings(root)
+    assert {("captured.py", 7), ("captured.py", 11), ("captured.py", 15)} <= found, "direct, closure, passed on"
+    assert ("helpers.py", 28) not in found and ("helpers.py", 32) not in found, "other callers' lambdas run elsewhere"
+
+
+ESCAPING = """\
+import torch
+
+
+def logged(fn):
+    def wrapper(*args):
+        return fn(*args)
+
+    return wrapper
+
+
+@logged
+def reads_back(x):
+    return x.sum().item()
+
+
+def quiet(x):
+    return x
+
+
+def capture(x):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        reads_back(x)
+        logged(quiet)(x)
+"""
+
+
+def test_a_closure_that_leaves_its_function_keeps_every_value(write_tree) -> None:
+    root = write_tree({"main.py": ESCAPING})
+    assert ("main.py", 13) in _findings(root), "`wrapper` was made at import for `reads_back`, not in the capture"
+
+
+UNKNOWN = """\
+import torch
+
+from helpers import direct
+
+
+def capture(x, args):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        direct(*args)
+"""
+
+
+def test_a_site_whose_arguments_the_flow_cannot_place_keeps_every_value(write_tree) -> None:
+    root = write_tree({"helpers.py": HELPERS, "pipelines.py": PIPELINES, "captured.py": UNKNOWN})
+    assert ("helpers.py", 28) in _findings(root), "`direct(*args)`: any caller's callable may be passed"

@@ -334,9 +334,12 @@ class ValueFlow(ContainerFlow):
 
     # -- attributes ----------------------------------------------------------------------------
     def _attribute(self, expr: tuple) -> set[str]:
-        attr = expr[2]
+        return self.attributes_of(self.evaluate(expr[1]), expr[2])
+
+    def attributes_of(self, holders: set[str] | frozenset[str], attr: str) -> set[str]:
+        """``attr`` of each of ``holders``: an instance's or class's attribute, a bound method."""
         found: set[str] = set()
-        for holder in sorted(self.evaluate(expr[1])):
+        for holder in sorted(holders):
             first = holder[0]
             if first == "!":
                 self._instance_attribute(holder[1:], attr, holder, found, skip=None)

@@ -1,0 +1,261 @@
+"""What a parameter holds along the capture reach: the arguments of the call sites it went through.
+
+The value flow is context-insensitive: a parameter holds what any caller passes. A helper
+like `cached_encoder_call(model, args, kwargs, compute)` that a test calls under a capture
+with `lambda: model(x)` and a dozen pipelines call outside captures with their own lambdas
+then seems to run every one of those lambdas in the test's capture. The capture reach
+(`call_graph`) walks from the captures down, call site by call site, so it can say which
+call entered a function; this module reads that site's arguments from the flow's facts and
+gives the function a *context*: parameter location -> the values the entering sites pass it
+(one level of call-site sensitivity, 1-CFA, for the calls of parameters along the reach).
+
+  - A call of the parameter (`compute()`), or of one of its attributes (`compute.run()`), in a
+    function with a context runs what the context holds there, not the flow's union.
+  - An argument that is the caller's own parameter passes on the caller's context (`g(compute)`),
+    so a callable handed down several levels keeps its site.
+  - A nested function reads its enclosing function's context for the enclosing parameters it
+    calls, when its value never leaves the enclosing function except as an argument or callee
+    of a call there (`_Index.escaping`): a closure returned or stored (a decorator's wrapper)
+    may run with an activation the capture never entered, so it keeps the flow's union.
+  - What the body assigns to the parameter, its default and its annotation join the site's
+    values (the flow records them as assignments to the parameter's location).
+  - Unknown stays the flow's answer: a parameter the site does not pass by position or name (a
+    default, `*args`, `**kwargs`), a site the flow has no fact for, a function a capture runs
+    whole (no site), or one reached through a site whose callee the flow cannot tie to it,
+    gets today's context-insensitive values. Those are what the parameter may hold from the
+    flow's own reading; an empty set would be a claim the site never made. Where the site
+    passes something the flow cannot follow (a constant, a library object), the context holds
+    nothing there: the call of that parameter is unresolved, as the flow would leave the site.
+
+Per reached function the contexts of all the sites that enter it are joined (a location
+unknown at any of them is unknown), so the result is a least fixed point like the bindings
+the walk already keeps. Facts are read per file, only for files a capture reaches, from the
+cached summaries: the project phase reads no source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from graphlint.checkers.machinery.model import CallRef, FunctionSummary
+from graphlint.checkers.machinery.value_flow import CallKey, ValueFlow
+
+# Parameter location (`mod.f.<locals>.compute`) -> the values the entering call sites pass it.
+Context = dict[str, frozenset[str]]
+_NESTED = ".<locals>."
+
+
+class CallContexts:
+    """The contexts of a solved value flow's functions, read from the sites that enter them."""
+
+    def __init__(self, flow: ValueFlow, functions: dict[str, tuple[str, FunctionSummary]]) -> None:
+        self.flow = flow
+        self.functions = functions
+        self._index = _Index(flow)
+        self._assigned: dict[str, frozenset[str]] = {}
+
+    def entered(self, caller: str, call: CallRef, callee: str, context: Context) -> Context:
+        """The context ``callee`` gets from ``call`` in ``caller`` (whose effective context is
+        ``context``): each parameter the call passes by position or name, with its values."""
+        site = self._site(caller, call.flow_key(caller))
+        spec = self.flow.defs.get(callee)
+        if site is None or spec is None:
+            return {}
+        _, callee_expr, args, kwargs, _, _ = site
+        shift = self._shift(callee_expr, callee, context)
+        if shift is None:
+            return {}
+        params, count, _, _, _ = spec
+        found: Context = {}
+        for index, arg in enumerate(args):
+            slot = index + shift
+            if (arg is not None and arg[0] == "*") or slot >= count:
+                break  # positions unknown from here, or *args: those stay unknown
+            found[f"{callee}.<locals>.{params[slot]}"] = self.values(arg, context)
+        for name, value in kwargs:
+            if name is not None and name in params:
+                found[f"{callee}.<locals>.{name}"] = self.values(value, context)
+        return found
+
+    def callees(self, function: str, call: CallRef, context: Context) -> list[str] | None:
+        """What ``call`` runs when its callee is a parameter the context knows (or an attribute
+        of one); None when the context says nothing about it (the caller asks the flow)."""
+        if not context:
+            return None
+        site = self._site(function, call.flow_key(function))
+        if site is None:
+            return None
+        callee = site[1]
+        if callee is None:
+            return None
+        if callee[0] == "v" and callee[1] in context:
+            values = self._held(callee[1], context)
+        elif callee[0] == "a" and callee[1][0] == "v" and callee[1][1] in context:
+            values = self.flow.attributes_of(self._held(callee[1][1], context), callee[2])
+        else:
+            return None
+        return sorted(self._targets(values))
+
+    def effective(self, function: str, contexts: dict[str, Context]) -> Context:
+        """``function``'s own context and, for a closure that never leaves its enclosing function,
+        the enclosing function's (what its calls of the enclosing parameters see)."""
+        own = contexts.get(function)
+        found: Context = dict(own) if own else {}
+        current = function
+        while _NESTED in current and current not in self._index.escaping_in(self._path(current)):
+            current = current.rpartition(_NESTED)[0]
+            outer = contexts.get(current)
+            if outer is None:
+                break
+            for location, values in outer.items():
+                found.setdefault(location, values)
+        return found
+
+    def values(self, expr: tuple | None, context: Context) -> frozenset[str]:
+        """What an argument passes: a parameter the context knows passes the context's values."""
+        if expr is None:
+            return frozenset()
+        if expr[0] == "v" and expr[1] in context:
+            return self._held(expr[1], context)
+        if expr[0] == "u":
+            found: set[str] = set()
+            for part in expr[1:]:
+                found |= self.values(part, context)
+            return frozenset(found)
+        return frozenset(v for v in self.flow.evaluate(expr) if v[0] != "?")
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _held(self, location: str, context: Context) -> frozenset[str]:
+        """The site's values, with what the function's own code assigns to the parameter."""
+        assigned = self._assigned.get(location)
+        if assigned is None:
+            assigned = self._assigned[location] = frozenset(
+                v
+                for expr in self._index.assignments(location, self._path(location.rpartition(_NESTED)[0]))
+                for v in self.flow.evaluate(expr)
+                if v[0] != "?"
+            )
+        return context[location] | assigned if assigned else context[location]
+
+    def _shift(self, callee_expr: tuple | None, callee: str, context: Context) -> int | None:
+        """How many leading parameters the call fills itself (`self`), when every value of the
+        callee expression that runs ``callee`` agrees; None if none does (unknown)."""
+        shifts = self._shifts(self.values(callee_expr, context), callee)
+        if not shifts:
+            shifts = self._shifts(self.flow.evaluate(callee_expr), callee)
+        return shifts.pop() if len(shifts) == 1 else None
+
+    def _shifts(self, values: Iterable[str], callee: str) -> set[int]:
+        found = set()
+        for value in values:
+            target, shift = self._target(value)
+            if target == callee:
+                found.add(shift)
+        return found
+
+    def _target(self, value: str) -> tuple[str | None, int]:
+        return self.flow._target(value, set()) if value[0] != "?" else (None, 0)
+
+    def _targets(self, values: Iterable[str]) -> set[str]:
+        found = set()
+        for value in sorted(values):
+            target, _ = self._target(value)
+            if target is not None and target in self.functions:
+                found.add(target)
+        return found
+
+    def _site(self, function: str, key: CallKey) -> tuple | None:
+        path = self._path(function)
+        return self._index.call(key, path) if path is not None else None
+
+    def _path(self, function: str) -> str | None:
+        entry = self.functions.get(function)
+        return entry[0] if entry is not None else None
+
+
+class _Index:
+    """The flow's facts of one file at a time, indexed on first use: each call expression by
+    its key, the assignments to each location, and the nested functions that escape."""
+
+    def __init__(self, flow: ValueFlow) -> None:
+        self.flow = flow
+        starts = flow._files  # (index of the file's first fact, its path), in order
+        ends = [start for start, _ in starts[1:]] + [len(flow._facts)]
+        self._ranges = {path: (start, end) for (start, path), end in zip(starts, ends, strict=True)}
+        self._calls: dict[CallKey, tuple] = {}
+        self._assigned: dict[str, list[tuple]] = {}
+        self._escaping: dict[str, set[str]] = {}  # path -> nested functions whose value escapes
+
+    def call(self, key: CallKey, path: str) -> tuple | None:
+        self._read(path)
+        return self._calls.get(key)
+
+    def assignments(self, location: str, path: str | None) -> list[tuple]:
+        if path is not None:
+            self._read(path)
+        return self._assigned.get(location, [])
+
+    def escaping_in(self, path: str | None) -> set[str]:
+        if path is None:
+            return set()
+        self._read(path)
+        return self._escaping[path]
+
+    def _read(self, path: str) -> None:
+        if path in self._escaping:
+            return
+        escaping = self._escaping[path] = set()
+        start, end = self._ranges.get(path, (0, 0))
+        for fact in self.flow._facts[start:end]:
+            if fact[0] == "=":
+                target, value = fact[1], fact[2]
+                if target[0] == "v":
+                    self._assigned.setdefault(target[1], []).append(value)
+                    if value[0] == "d" and value[1] == target[1]:
+                        continue  # a nested function's definition: its own location holds it
+                self._walk(target, escaping, passed=True)
+                self._walk(value, escaping, passed=False)
+            elif fact[0] == "x":
+                self._walk(fact[1], escaping, passed=False)
+
+    def _walk(self, expr: tuple | None, escaping: set[str], passed: bool) -> None:
+        """Index the calls in ``expr``; a nested function read anywhere but as a call's callee or
+        argument (``passed``), or through a union of those, escapes."""
+        defs = self.flow.defs
+        stack = [(expr, passed)]
+        while stack:
+            current, ok = stack.pop()
+            if current is None:
+                continue
+            tag = current[0]
+            if tag == "v" or tag == "d":
+                name = current[1].partition("#")[0]
+                if not ok and _NESTED in name and name in defs:
+                    escaping.add(name)
+            elif tag == "c":
+                self._calls.setdefault(current[4], current)
+                stack.append((current[1], True))
+                stack.extend((arg, True) for arg in current[2])
+                stack.extend((value, True) for _, value in current[3])
+            elif tag == "u":
+                stack.extend((part, ok) for part in current[1:])
+            elif tag == "a":
+                stack.append((current[1], True))  # `f.attr` reads the function, it does not pass it
+            else:
+                stack.extend((part, False) for part in _children(current))
+
+
+def _children(expr: tuple) -> tuple:
+    """The expressions inside ``expr`` (`value_facts` lists each form)."""
+    tag = expr[0]
+    if tag in ("n", "m", "r", "t", "*", ":", "z", "{", "["):
+        return (expr[1],)
+    if tag in ("e", "V", "y"):
+        return expr[1:]
+    if tag == "k":
+        return (expr[1], expr[2])
+    if tag == "p":
+        return (expr[1], *expr[2], *(value for _, value in expr[3]))
+    if tag == "l":
+        return tuple(entry[1] for entry in expr[2])
+    return ()

@@ -22,7 +22,8 @@ gives the function a *context*: parameter location -> the values the entering si
   - Unknown stays the flow's answer: a parameter the site does not pass by position or name (a
     default, `*args`, `**kwargs`), a site the flow has no fact for, a function a capture runs
     whole (no site), or one reached through a site whose callee the flow cannot tie to it,
-    gets today's context-insensitive values. Those are what the parameter may hold from the
+    gets today's context-insensitive values; so does one the sites pass more values than the
+    flow lets a location hold (`value_flow.MAX_VALUES`: too imprecise to call through). Those are what the parameter may hold from the
     flow's own reading; an empty set would be a claim the site never made. Where the site
     passes something the flow cannot follow (a constant, a library object), the context holds
     nothing there: the call of that parameter is unresolved, as the flow would leave the site.
@@ -38,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from graphlint.checkers.machinery.model import CallRef, FunctionSummary
-from graphlint.checkers.machinery.value_flow import CallKey, ValueFlow
+from graphlint.checkers.machinery.value_flow import MAX_VALUES, CallKey, ValueFlow
 
 # Parameter location (`mod.f.<locals>.compute`) -> the values the entering call sites pass it.
 Context = dict[str, frozenset[str]]
@@ -75,7 +76,7 @@ class CallContexts:
         for name, value in kwargs:
             if name is not None and name in params:
                 found[f"{callee}.<locals>.{name}"] = self.values(value, context)
-        return found
+        return {location: values for location, values in found.items() if len(values) <= MAX_VALUES}
 
     def callees(self, function: str, call: CallRef, context: Context) -> list[str] | None:
         """What ``call`` runs when its callee is a parameter the context knows (or an attribute
@@ -171,6 +172,23 @@ class CallContexts:
     def _path(self, function: str) -> str | None:
         entry = self.functions.get(function)
         return entry[0] if entry is not None else None
+
+
+def join(into: Context, new: Context) -> bool:
+    """Join one more site's context: a location either leaves unknown is unknown."""
+    changed = False
+    for location in list(into):
+        if location not in new:
+            del into[location]
+            changed = True
+        elif not new[location] <= into[location]:
+            joined = into[location] | new[location]
+            if len(joined) > MAX_VALUES:
+                del into[location]  # too imprecise to call through: the flow's answer
+            else:
+                into[location] = joined
+            changed = True
+    return changed
 
 
 class _Index:

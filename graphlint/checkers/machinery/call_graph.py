@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import networkx as nx
 
-from graphlint.checkers.machinery.call_contexts import CallContexts, Context
+from graphlint.checkers.machinery.call_contexts import CallContexts, Context, join
 from graphlint.checkers.machinery.call_targets import PARAMETER_TARGETS
 from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.model import COMPILE, GRAPH, CallRef, FunctionSummary, ModuleSummary
@@ -185,7 +185,7 @@ class _Walk:
                 self._nested.setdefault(outer, []).append(qualname)
             return True
         changed = _merge(self.bindings[qualname], bindings)
-        return _join(self.entered[qualname], context) or changed
+        return join(self.entered[qualname], context) or changed
 
 
 def _enclosing(qualname: str) -> Iterator[str]:
@@ -193,19 +193,6 @@ def _enclosing(qualname: str) -> Iterator[str]:
     while ".<locals>." in qualname:
         qualname = qualname.rpartition(".<locals>.")[0]
         yield qualname
-
-
-def _join(into: Context, new: Context) -> bool:
-    """Join one more site's context: a location either leaves unknown is unknown."""
-    changed = False
-    for location in list(into):
-        if location not in new:
-            del into[location]
-            changed = True
-        elif not new[location] <= into[location]:
-            into[location] = into[location] | new[location]
-            changed = True
-    return changed
 
 
 def _add_calls(graph: nx.DiGraph, walk: _Walk, log: ErrorLog) -> None:

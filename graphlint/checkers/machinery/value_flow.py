@@ -31,7 +31,7 @@ from graphlint.checkers.machinery.value_containers import ContainerFlow, is_cont
 _EMPTY: frozenset[str] = frozenset()
 _BUILTINS = frozenset(dir(builtins))
 _MAX_ALIAS_HOPS = 8
-_MAX_VALUES = 16  # a location that may hold more is too imprecise to call through: unresolved
+MAX_VALUES = 16  # a location that may hold more is too imprecise to call through: unresolved
 _MAX_OUTSIDE_DEPTH = 6  # `?torch.nn.functional.relu`: dots in an outside name we still follow
 # Outside calls that never reorder a list passed to them (any other may: `random.shuffle(xs)`).
 _KEEPS_ORDER = frozenset(
@@ -156,7 +156,7 @@ class ValueFlow(ContainerFlow):
                 self._queue.append(reader)
 
     def _saturate(self, location: str) -> None:
-        """A location that would hold more than `_MAX_VALUES` values holds none from now on:
+        """A location that would hold more than `MAX_VALUES` values holds none from now on:
         a call through it is unresolved rather than a fan-out to everything (which on a large
         project is also what makes a context-insensitive solve quadratic). What it already
         passed on stays; nothing more flows through it."""
@@ -176,7 +176,7 @@ class ValueFlow(ContainerFlow):
         elif values <= held or location in self._saturated:
             return
         held |= values
-        if len(held) > _MAX_VALUES:
+        if len(held) > MAX_VALUES:
             self._saturate(location)
             return
         self._touch(location)

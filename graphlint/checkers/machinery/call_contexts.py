@@ -52,7 +52,7 @@ class CallContexts:
     def __init__(self, flow: ValueFlow, functions: dict[str, tuple[str, FunctionSummary]]) -> None:
         self.flow = flow
         self.functions = functions
-        self._index = _Index(flow)
+        self._index = _Index(flow, {path: summary.flow for path, summary in flow.names.summaries.items()})
         self._assigned: dict[str, frozenset[str]] = {}
 
     def entered(self, caller: str, call: CallRef, callee: str, context: Context) -> Context:
@@ -155,7 +155,7 @@ class CallContexts:
         return found
 
     def _target(self, value: str) -> tuple[str | None, int]:
-        return self.flow._target(value, set()) if value[0] != "?" else (None, 0)
+        return self.flow.target_of(value) if value[0] != "?" else (None, 0)
 
     def _targets(self, values: Iterable[str]) -> set[str]:
         found = set()
@@ -195,11 +195,9 @@ class _Index:
     """The flow's facts of one file at a time, indexed on first use: each call expression by
     its key, the assignments to each location, and the nested functions that escape."""
 
-    def __init__(self, flow: ValueFlow) -> None:
+    def __init__(self, flow: ValueFlow, facts: dict[str, list[tuple]]) -> None:
         self.flow = flow
-        starts = flow._files  # (index of the file's first fact, its path), in order
-        ends = [start for start, _ in starts[1:]] + [len(flow._facts)]
-        self._ranges = {path: (start, end) for (start, path), end in zip(starts, ends, strict=True)}
+        self._facts = facts  # path -> the file's facts (its summary's `flow`)
         self._calls: dict[CallKey, tuple] = {}
         self._assigned: dict[str, list[tuple]] = {}
         self._escaping: dict[str, set[str]] = {}  # path -> nested functions whose value escapes
@@ -223,8 +221,7 @@ class _Index:
         if path in self._escaping:
             return
         escaping = self._escaping[path] = set()
-        start, end = self._ranges.get(path, (0, 0))
-        for fact in self.flow._facts[start:end]:
+        for fact in self._facts.get(path, ()):
             if fact[0] == "=":
                 target, value = fact[1], fact[2]
                 if target[0] == "v":

@@ -434,6 +434,11 @@ class ValueFlow(ContainerFlow):
                 self.outside.setdefault(expr[2][0], set()).add(value[1:])
         return _EMPTY
 
+    def target_of(self, value: str) -> tuple[str | None, int]:
+        """For readers of the solved flow: the function calling ``value`` runs (None: none the
+        project defines) and how many leading parameters it fills itself."""
+        return self._target(value, set())
+
     def _target(self, value: str, result: set[str]) -> tuple[str | None, int]:
         """The function calling ``value`` runs, and how many leading parameters it fills itself."""
         first = value[0]

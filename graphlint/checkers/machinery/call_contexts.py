@@ -44,6 +44,7 @@ from graphlint.checkers.machinery.value_flow import MAX_VALUES, CallKey, ValueFl
 # Parameter location (`mod.f.<locals>.compute`) -> the values the entering call sites pass it.
 Context = dict[str, frozenset[str]]
 _NESTED = ".<locals>."
+_PASSED, _READ, _ELSEWHERE = 2, 1, 0  # where a name read sits (`_Index._walk`)
 
 
 class CallContexts:
@@ -54,6 +55,7 @@ class CallContexts:
         self.functions = functions
         self._index = _Index(flow, {path: summary.flow for path, summary in flow.names.summaries.items()})
         self._assigned: dict[str, frozenset[str]] = {}
+        self._evaluated: dict[int, frozenset[str]] = {}  # id of a fact's expression -> its values
 
     def entered(self, caller: str, call: CallRef, callee: str, context: Context) -> Context:
         """The context ``callee`` gets from ``call`` in ``caller`` (whose effective context is
@@ -67,15 +69,19 @@ class CallContexts:
         if shift is None:
             return {}
         params, count, _, _, _ = spec
+        used = self._index.used(self._path(callee))  # parameters called or passed on: the rest never matter
         found: Context = {}
         for index, arg in enumerate(args):
             slot = index + shift
             if (arg is not None and arg[0] == "*") or slot >= count:
                 break  # positions unknown from here, or *args: those stay unknown
-            found[f"{callee}.<locals>.{params[slot]}"] = self.values(arg, context)
+            location = f"{callee}.<locals>.{params[slot]}"
+            if location in used:
+                found[location] = self.values(arg, context)
         for name, value in kwargs:
-            if name is not None and name in params:
-                found[f"{callee}.<locals>.{name}"] = self.values(value, context)
+            location = f"{callee}.<locals>.{name}"
+            if name is not None and name in params and location in used:
+                found[location] = self.values(value, context)
         return {location: values for location, values in found.items() if len(values) <= MAX_VALUES}
 
     def callees(self, function: str, call: CallRef, context: Context) -> list[str] | None:
@@ -123,7 +129,14 @@ class CallContexts:
             for part in expr[1:]:
                 found |= self.values(part, context)
             return frozenset(found)
-        return frozenset(v for v in self.flow.evaluate(expr) if v[0] != "?")
+        return self._evaluate(expr)
+
+    def _evaluate(self, expr: tuple) -> frozenset[str]:
+        """The solved flow's values of a fact's expression (fixed after the solve: memoised)."""
+        found = self._evaluated.get(id(expr))
+        if found is None:
+            found = self._evaluated[id(expr)] = frozenset(v for v in self.flow.evaluate(expr) if v[0] != "?")
+        return found
 
     # -- helpers ---------------------------------------------------------------------------
     def _held(self, location: str, context: Context) -> frozenset[str]:
@@ -133,17 +146,16 @@ class CallContexts:
             assigned = self._assigned[location] = frozenset(
                 v
                 for expr in self._index.assignments(location, self._path(location.rpartition(_NESTED)[0]))
-                for v in self.flow.evaluate(expr)
-                if v[0] != "?"
+                for v in self._evaluate(expr)
             )
         return context[location] | assigned if assigned else context[location]
 
     def _shift(self, callee_expr: tuple | None, callee: str, context: Context) -> int | None:
         """How many leading parameters the call fills itself (`self`), when every value of the
         callee expression that runs ``callee`` agrees; None if none does (unknown)."""
-        shifts = self._shifts(self.values(callee_expr, context), callee)
+        shifts = self._shifts(self._evaluate(callee_expr), callee) if callee_expr is not None else set()
         if not shifts:
-            shifts = self._shifts(self.flow.evaluate(callee_expr), callee)
+            shifts = self._shifts(self.values(callee_expr, context), callee)
         return shifts.pop() if len(shifts) == 1 else None
 
     def _shifts(self, values: Iterable[str], callee: str) -> set[int]:
@@ -201,6 +213,7 @@ class _Index:
         self._calls: dict[CallKey, tuple] = {}
         self._assigned: dict[str, list[tuple]] = {}
         self._escaping: dict[str, set[str]] = {}  # path -> nested functions whose value escapes
+        self._used: dict[str, set[str]] = {}  # path -> locations called (or an attribute called) or passed on
 
     def call(self, key: CallKey, path: str) -> tuple | None:
         self._read(path)
@@ -211,6 +224,12 @@ class _Index:
             self._read(path)
         return self._assigned.get(location, [])
 
+    def used(self, path: str | None) -> set[str]:
+        if path is None:
+            return set()
+        self._read(path)
+        return self._used[path]
+
     def escaping_in(self, path: str | None) -> set[str]:
         if path is None:
             return set()
@@ -220,7 +239,8 @@ class _Index:
     def _read(self, path: str) -> None:
         if path in self._escaping:
             return
-        escaping = self._escaping[path] = set()
+        self._escaping[path] = set()
+        self._used[path] = set()
         for fact in self._facts.get(path, ()):
             if fact[0] == "=":
                 target, value = fact[1], fact[2]
@@ -228,36 +248,42 @@ class _Index:
                     self._assigned.setdefault(target[1], []).append(value)
                     if value[0] == "d" and value[1] == target[1]:
                         continue  # a nested function's definition: its own location holds it
-                self._walk(target, escaping, passed=True)
-                self._walk(value, escaping, passed=False)
+                self._walk(target, path, _READ)
+                self._walk(value, path, _ELSEWHERE)
             elif fact[0] == "x":
-                self._walk(fact[1], escaping, passed=False)
+                self._walk(fact[1], path, _ELSEWHERE)
 
-    def _walk(self, expr: tuple | None, escaping: set[str], passed: bool) -> None:
-        """Index the calls in ``expr``; a nested function read anywhere but as a call's callee or
-        argument (``passed``), or through a union of those, escapes."""
+    def _walk(self, expr: tuple | None, path: str, mode: int) -> None:
+        """Index the calls in ``expr``. ``mode`` says where a name read sits: _PASSED (a call's
+        callee or argument, or through a union of those: the location is *used*, a nested
+        function stays put), _READ (an attribute's base, a store target: neither) or
+        _ELSEWHERE (a nested function read there escapes)."""
         defs = self.flow.defs
-        stack = [(expr, passed)]
+        escaping, used = self._escaping[path], self._used[path]
+        stack = [(expr, mode)]
         while stack:
-            current, ok = stack.pop()
+            current, where = stack.pop()
             if current is None:
                 continue
             tag = current[0]
             if tag == "v" or tag == "d":
                 name = current[1].partition("#")[0]
-                if not ok and _NESTED in name and name in defs:
+                if where == _PASSED and tag == "v":
+                    used.add(name)
+                elif where == _ELSEWHERE and _NESTED in name and name in defs:
                     escaping.add(name)
             elif tag == "c":
                 self._calls.setdefault(current[4], current)
-                stack.append((current[1], True))
-                stack.extend((arg, True) for arg in current[2])
-                stack.extend((value, True) for _, value in current[3])
+                stack.append((current[1], _PASSED))
+                stack.extend((arg, _PASSED) for arg in current[2])
+                stack.extend((value, _PASSED) for _, value in current[3])
             elif tag == "u":
-                stack.extend((part, ok) for part in current[1:])
-            elif tag == "a":
-                stack.append((current[1], True))  # `f.attr` reads the function, it does not pass it
+                stack.extend((part, where) for part in current[1:])
+            elif tag == "a":  # `f.attr` reads the function, it does not pass it; `p.run()` uses `p`
+                base = current[1]
+                stack.append((base, _PASSED if where == _PASSED and base[0] == "v" else _READ))
             else:
-                stack.extend((part, False) for part in _children(current))
+                stack.extend((part, _ELSEWHERE) for part in _children(current))
 
 
 def _children(expr: tuple) -> tuple:

@@ -290,8 +290,10 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
 
     def record_call(self, target: CallTarget, node: ast.Call) -> None:
         if self.record and not self.guarded:
-            line, col, _, _ = self.st.span(node)
-            self.summary.calls.append(CallRef(target, line, col, self.regions, self.typed_args(node)))
+            line, col, end_line, end_col = self.st.span(node)
+            self.summary.calls.append(
+                CallRef(target, line, col, self.regions, self.typed_args(node), end_line, end_col)
+            )
 
     def _new_region(self, node: ast.AST, label: str, target: CallTarget | None, kind: str = GRAPH) -> int:
         self.st.summary.regions.append(Region(node.lineno, label, target, kind))

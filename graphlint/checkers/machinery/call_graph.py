@@ -14,6 +14,12 @@ two captures call with two models has edges to both forwards, whichever capture 
 first. Parameter calls in code no capture reaches have no edge: what they run matters to
 no finding, and guessing it would only add noise to the export.
 
+Following values, the same walk keeps each reached function's *context* (`call_contexts`):
+the values the flow reads in the arguments of the call sites that entered it. A call of a
+parameter there runs those values, not the flow's union over every caller: a helper that a
+test captures with one lambda and pipelines call outside captures with others runs only the
+test's lambda here. A function no capture reaches keeps the flow's context-insensitive edges.
+
 Two capture roots (one per region kind, `CaptureRoot`) have an edge to every function a
 capture runs directly. The functions in a capture, and the call path shown for each, are the
 shortest paths from those roots (Dijkstra: a call is one hop; a function captured whole is
@@ -32,9 +38,10 @@ from typing import NamedTuple
 
 import networkx as nx
 
+from graphlint.checkers.machinery.call_contexts import CallContexts, Context, join
 from graphlint.checkers.machinery.call_targets import PARAMETER_TARGETS
 from graphlint.checkers.machinery.internal_errors import ErrorLog
-from graphlint.checkers.machinery.model import COMPILE, GRAPH, FunctionSummary, ModuleSummary
+from graphlint.checkers.machinery.model import COMPILE, GRAPH, CallRef, FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.resolution import Bindings, Resolver
 from graphlint.findings import CallSite
 
@@ -56,22 +63,27 @@ class CaptureRoot:
 
 class _Seed(NamedTuple):
     """A function a capture runs directly, with the call in the region (none for a function
-    captured whole by a decorator) and the classes that call passes to its parameters."""
+    captured whole by a decorator), the classes that call passes to its parameters and the
+    values it passes them (`call_contexts`; empty: unknown)."""
 
     qualname: str
     kind: str
     path: tuple[CallSite, ...]
     bindings: Bindings
+    context: Context
 
 
 class CallGraph:
     """The resolved call graph of a project and the capture reach read from it."""
 
     def __init__(self, resolver: Resolver, log: ErrorLog) -> None:
-        seeds = _seeds(resolver, log)
+        contexts = CallContexts(resolver.flow, resolver.functions) if resolver.flow.solved else None
+        seeds = _seeds(resolver, contexts, log)
         self.graph = nx.DiGraph()
         self.graph.add_nodes_from(resolver.functions)
-        _add_calls(self.graph, resolver, _parameter_bindings(resolver, seeds, log), log)
+        walk = _Walk(resolver, contexts)
+        walk.run(seeds, log)
+        _add_calls(self.graph, walk, log)
         _add_roots(self.graph, seeds)
         self.reach = _capture_reach(self.graph, resolver)
 
@@ -81,66 +93,109 @@ class CallGraph:
 
 
 # -- seeds: what capture regions run directly -------------------------------------------------
-def _seeds(resolver: Resolver, log: ErrorLog) -> list[_Seed]:
+def _seeds(resolver: Resolver, contexts: CallContexts | None, log: ErrorLog) -> list[_Seed]:
     """Every function a capture runs directly, graph captures first, then the shortest paths."""
     seeds: list[_Seed] = []
     for path, summary in sorted(resolver.summaries.items()):
         for entry in summary.entries:
             with log.guard(path, entry.line, "resolving a captured callable"):
                 site = (CallSite(path, entry.line, entry.function),) if entry.via_call else ()
-                seeds.extend(_Seed(target, entry.kind, site, {}) for target in resolver.resolve_target(entry.target))
+                seeds.extend(
+                    _Seed(target, entry.kind, site, {}, {}) for target in resolver.resolve_target(entry.target)
+                )
         if not summary.regions:
             continue
         for qualname in sorted(summary.functions):
             function = summary.functions[qualname]
             with log.guard(path, function.line, f"finding the calls in capture regions of `{function.display}`"):
-                seeds.extend(_region_seeds(resolver, path, summary, function))
+                seeds.extend(_region_seeds(resolver, contexts, path, summary, function))
     seeds.sort(key=lambda s: (s.kind != GRAPH, len(s.path), s.qualname, s.path))
     return seeds
 
 
-def _region_seeds(resolver: Resolver, path: str, summary: ModuleSummary, function: FunctionSummary) -> Iterator[_Seed]:
+def _region_seeds(
+    resolver: Resolver, contexts: CallContexts | None, path: str, summary: ModuleSummary, function: FunctionSummary
+) -> Iterator[_Seed]:
     for call in function.calls:
         if not call.regions or resolver.active_region(summary, call.regions) is None:
             continue
         site = (CallSite(path, call.line, function.display),)
         for callee in resolver.call_callees(function, call, {}):
-            yield _Seed(callee, GRAPH, site, resolver.callee_bindings(call, callee, {}))
+            context = contexts.entered(function.qualname, call, callee, {}) if contexts is not None else {}
+            yield _Seed(callee, GRAPH, site, resolver.callee_bindings(call, callee, {}), context)
 
 
 # -- the edges ------------------------------------------------------------------------------------
-def _parameter_bindings(resolver: Resolver, seeds: list[_Seed], log: ErrorLog) -> dict[str, Bindings]:
-    """The classes each reached function's parameters receive, from the captures down.
+class _Walk:
+    """The functions captures reach, each with what its parameters receive from the calls that
+    reach it: the classes the binder names (`Bindings`) and the values the flow reads at those
+    call sites (`call_contexts`, when following values)."""
 
-    A worklist over the functions captures reach: a function is visited again whenever a
-    caller binds one of its parameters to a class it had not received, so the result is
-    the least fixed point whatever the visiting order.
-    """
-    bindings: dict[str, Bindings] = {}
-    queue: deque[str] = deque()
-    for seed in seeds:
-        if seed.qualname not in bindings:
-            bindings[seed.qualname] = {param: set(classes) for param, classes in seed.bindings.items()}
-            queue.append(seed.qualname)
-        elif _merge(bindings[seed.qualname], seed.bindings):
-            queue.append(seed.qualname)
-    while queue:
-        current = queue.popleft()
-        path, function = resolver.functions[current]
-        with log.guard(path, function.line, f"following the calls of `{function.display}`"):
-            own = bindings[current]
-            for call in function.calls:
-                for callee in resolver.call_callees(function, call, own):
-                    passed = resolver.callee_bindings(call, callee, own)
-                    if callee not in bindings:
-                        bindings[callee] = passed
-                        queue.append(callee)
-                    elif _merge(bindings[callee], passed):
-                        queue.append(callee)
-    return bindings
+    def __init__(self, resolver: Resolver, contexts: CallContexts | None) -> None:
+        self.resolver = resolver
+        self.contexts = contexts
+        self.bindings: dict[str, Bindings] = {}
+        self.entered: dict[str, Context] = {}  # each reached function's own context
+        self._nested: dict[str, list[str]] = {}  # reached function -> reached functions nested in it
+
+    def run(self, seeds: list[_Seed], log: ErrorLog) -> None:
+        """A worklist over the functions captures reach: a function is visited again whenever a
+        caller passes its parameters a class or value it had not received, or makes one unknown,
+        so the result is the least fixed point whatever the visiting order."""
+        queue: deque[str] = deque()
+        for seed in seeds:
+            if self._reach(seed.qualname, seed.bindings, seed.context):
+                queue.append(seed.qualname)
+        while queue:
+            current = queue.popleft()
+            path, function = self.resolver.functions[current]
+            with log.guard(path, function.line, f"following the calls of `{function.display}`"):
+                own = self.bindings[current]
+                context = self.context(current)
+                for call in function.calls:
+                    for callee in self.callees(function, call, own, context):
+                        passed = self.resolver.callee_bindings(call, callee, own)
+                        values = self.contexts.entered(current, call, callee, context) if self.contexts else {}
+                        if self._reach(callee, passed, values):
+                            queue.append(callee)
+                            queue.extend(self._nested.get(callee, ()))  # closures read its context
+
+    def context(self, qualname: str) -> Context:
+        """What a reached function's parameter calls (and its closures') see; {} when unknown."""
+        if self.contexts is None or qualname not in self.entered:
+            return {}
+        return self.contexts.effective(qualname, self.entered)
+
+    def callees(self, function: FunctionSummary, call: CallRef, own: Bindings, context: Context) -> list[str]:
+        """What ``call`` runs: a parameter's call the context knows runs the values its sites
+        passed (with the classes the binder bound it to), any other call what the resolver says."""
+        found = self.contexts.callees(function.qualname, call, context) if context and self.contexts else None
+        if found is None:
+            return self.resolver.call_callees(function, call, own)
+        if isinstance(call.target, PARAMETER_TARGETS) and own:
+            found = sorted({*found, *self.resolver.resolve_bound(call.target, own)})
+        return found
+
+    def _reach(self, qualname: str, bindings: Bindings, context: Context) -> bool:
+        """Join what one more call passes into ``qualname``'s state; True if it changed."""
+        if qualname not in self.bindings:
+            self.bindings[qualname] = {param: set(classes) for param, classes in bindings.items()}
+            self.entered[qualname] = dict(context)
+            for outer in _enclosing(qualname):
+                self._nested.setdefault(outer, []).append(qualname)
+            return True
+        changed = _merge(self.bindings[qualname], bindings)
+        return join(self.entered[qualname], context) or changed
 
 
-def _add_calls(graph: nx.DiGraph, resolver: Resolver, bindings: dict[str, Bindings], log: ErrorLog) -> None:
+def _enclosing(qualname: str) -> Iterator[str]:
+    """The functions a nested function is defined in, innermost first."""
+    while ".<locals>." in qualname:
+        qualname = qualname.rpartition(".<locals>.")[0]
+        yield qualname
+
+
+def _add_calls(graph: nx.DiGraph, walk: _Walk, log: ErrorLog) -> None:
     """One edge per (caller, callee), in the order of the calls; the first call's line is its
     ``line`` (the caller's file and name are the node's, in ``resolver.functions``).
 
@@ -148,17 +203,19 @@ def _add_calls(graph: nx.DiGraph, resolver: Resolver, bindings: dict[str, Bindin
     large project (tens of thousands of edges) networkx's bookkeeping and the garbage
     collector's passes over what survives are most of the cost.
     """
+    resolver = walk.resolver
     edges: list[tuple[str, str, dict]] = []
     unbound: Bindings = {}
     for qualname, (path, function) in resolver.functions.items():
         if not function.calls:
             continue
-        own = bindings.get(qualname, unbound)
+        own = walk.bindings.get(qualname, unbound)
+        context = walk.context(qualname)
         with log.guard(path, function.line, f"following the calls of `{function.display}`"):
             callees_seen: set[str] = set()
             for call in function.calls:
                 bound = isinstance(call.target, PARAMETER_TARGETS)
-                for callee in resolver.call_callees(function, call, own):
+                for callee in walk.callees(function, call, own, context):
                     if callee not in callees_seen:
                         callees_seen.add(callee)
                         edges.append(
@@ -170,7 +227,7 @@ def _add_calls(graph: nx.DiGraph, resolver: Resolver, bindings: dict[str, Bindin
 
 def _add_flow_only_calls(graph: nx.DiGraph, resolver: Resolver) -> None:
     """Calls only the value flow sees (in lambdas, decorators, `map(f, ...)`), first line first."""
-    for (scope, line, _), callees in sorted(resolver.flow.extra.items()):
+    for (scope, line, *_), callees in sorted(resolver.flow.extra.items()):
         if scope not in resolver.functions:
             continue
         for callee in sorted(callees):

@@ -55,8 +55,7 @@ class CallNaming:
         name = self.resolve(func)
         if name is not None and (name.partition(".")[0] in LIBRARY_ROOTS or "." not in name):
             return None
-        line, column, _, _ = self.st.span(call)
-        return ValueCall(self.qualname, line, column)
+        return ValueCall(self.qualname, *self.st.span(call))
 
     def _name_target(self, func: ast.Name) -> CallTarget | None:
         for walker in self.chain():
@@ -155,8 +154,7 @@ class CallNaming:
                 self._add_entry(target, call, kind)
             elif self.record:
                 self.opaque(element, call, COMPILE if kind == COMPILE else GRAPH)
-                line, column, _, _ = self.st.span(element)
-                self._add_entry(ValueCall(self.qualname, line, column), call, kind)  # the value flow's
+                self._add_entry(ValueCall(self.qualname, *self.st.span(element)), call, kind)  # the value flow's
 
     def _add_entry(self, target: CallTarget, call: ast.Call, kind: str) -> None:
         if self.record:

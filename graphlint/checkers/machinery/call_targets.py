@@ -145,18 +145,19 @@ class ParamMethodCall(_Target):
 
 
 class ValueCall(_Target):
-    """A call (or a captured callable) the file cannot name, at ``line``/``column`` of the
-    function ``scope``: what it runs comes from the project's value flow (`value_flow`)."""
+    """A call (or a captured callable) the file cannot name, spanning ``line``/``column`` to
+    ``end_line``/``end_column`` in the function ``scope``: what it runs comes from the
+    project's value flow (`value_flow`)."""
 
     __slots__ = ()
 
-    def __new__(cls, scope: str, line: int, column: int) -> ValueCall:
-        return tuple.__new__(cls, ("value", scope, line, column))
+    def __new__(cls, scope: str, line: int, column: int, end_line: int, end_column: int) -> ValueCall:
+        return tuple.__new__(cls, ("value", scope, line, column, end_line, end_column))
 
     @property
-    def key(self) -> tuple[str, int, int]:
-        """The call site as the value flow names it."""
-        return (self[1], self[2], self[3])
+    def key(self) -> tuple[str, int, int, int, int]:
+        """The call site as the value flow names it (its start and end: `value_flow.CallKey`)."""
+        return (self[1], self[2], self[3], self[4], self[5])
 
     def text(self) -> str:
         return f"the value called at line {self[2]}"

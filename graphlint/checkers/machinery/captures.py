@@ -24,6 +24,7 @@ from graphlint.checkers.machinery.capture_origins import CaptureOrigins
 from graphlint.checkers.machinery.model import COMPILE, CallRef, EntryRef, FunctionSummary, ModuleSummary, OpaqueCall
 from graphlint.checkers.machinery.names import LIBRARY_ROOTS
 from graphlint.checkers.machinery.project import Project
+from graphlint.checkers.machinery.value_flow import CallKey
 
 RESOLVED, OUTSIDE, UNRESOLVED = "resolved", "outside", "unresolved"
 _CAPTURE_LIKE = re.compile(r"graph|capture", re.IGNORECASE)
@@ -128,7 +129,7 @@ def _with_regions(project: Project, origins: CaptureOrigins, path: str, summary:
                 text = texts.get((function.display, call.line))
                 judged = _judge_call(project, call, function, text)
                 if (judged is None and isinstance(call.target, ValueCall)) or (judged and judged.status != RESOLVED):
-                    judged = _placed(origins, (function.qualname, call.line, call.column), call.target, text, judged)
+                    judged = _placed(origins, call.flow_key(function.qualname), call.target, text, judged)
                 _add(found[region_id].callables, judged)
                 if judged is not None and isinstance(call.target, ValueCall):
                     followed.add((function.display, call.line))
@@ -217,6 +218,9 @@ def _judge_call(project: Project, call: CallRef, function: FunctionSummary, text
         return Captured(target.text(), OUTSIDE, f"a parameter of `{function.display}`")
     if isinstance(target, FunctionTarget) and not _defined_here(project, target.name):
         return Captured(target.text(), OUTSIDE, _not_analysed(target.name))
+    if isinstance(target, MethodTarget) and project.resolve_name(target.owner) in project.protocols:
+        why = f"`{target.owner}` is a typing.Protocol: the class that implements it is not named here"
+        return Captured(target.text(), UNRESOLVED, why)
     if isinstance(target, MethodTarget):
         why = (
             f"no method `{target.name}` on `{target.owner}` or its bases; "
@@ -240,7 +244,7 @@ def _judge_entry(project: Project, entry: EntryRef, text: str | None) -> Capture
 
 
 def _placed(
-    origins: CaptureOrigins, key: tuple[str, int, int], target: CallTarget, text: str | None, judged: Captured | None
+    origins: CaptureOrigins, key: CallKey, target: CallTarget, text: str | None, judged: Captured | None
 ) -> Captured | None:
     """A callable not resolved, placed by its provenance (`capture_origins`): outside when
     every source of its value is, unresolved otherwise. A parameter is outside only when its

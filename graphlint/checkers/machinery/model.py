@@ -86,6 +86,14 @@ class CallRef(Compact):
     regions: tuple[int, ...] = ()
     # Arguments whose class is known, or that pass on a parameter: (position or keyword, value).
     args: tuple[tuple[str, ArgValue], ...] = ()
+    # Where the call ends: with the start, the value flow's key for it (`value_facts`). The
+    # start alone is shared by chained calls: `get().run()` starts where `get()` does.
+    end_line: int = 0
+    end_column: int = 0
+
+    def flow_key(self, scope: str) -> tuple[str, int, int, int, int]:
+        """The value flow's key for this call in the function ``scope`` (`value_flow.CallKey`)."""
+        return (scope, self.line, self.column, self.end_line, self.end_column)
 
 
 @dataclass

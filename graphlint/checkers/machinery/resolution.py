@@ -26,6 +26,7 @@ from graphlint.checkers.machinery.call_targets import (
 from graphlint.checkers.machinery.capture_classes import CaptureClasses
 from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.model import CallRef, ClassSummary, FunctionSummary, ModuleSummary
+from graphlint.checkers.machinery.protocols import protocol_classes
 from graphlint.checkers.machinery.script_imports import script_aliases
 from graphlint.checkers.machinery.value_flow import ValueFlow
 
@@ -66,6 +67,7 @@ class Resolver:
         for bare, full in script_aliases(self.modules, imported).items():
             self.aliases.setdefault(bare, full)  # `import helpers` beside helpers.py in a namespace folder
         self._resolved: dict[CallTarget, list[str]] = {}
+        self.protocols = protocol_classes(self.classes)  # a static type only: nothing of theirs runs
         self.flow = ValueFlow(self, log or ErrorLog(), solve=follow_values)
         self._wrappers = self._find_wrappers()
         self.capture_classes = CaptureClasses(self.functions, self.resolve_target, self.method)
@@ -144,6 +146,8 @@ class Resolver:
         if isinstance(target, ValueCall):
             return sorted(q for q in self.flow.callees(target.key) if q in self.functions)
         if isinstance(target, MethodTarget):
+            if self.resolve_name(target.owner) in self.protocols:
+                return []  # `model: SomeProtocol`, `model.run()`: some implementation's, not the stub
             found = self.method(target.owner, target.name)
             if found:
                 return [found]
@@ -153,7 +157,7 @@ class Resolver:
 
     def _instance_call(self, cls: str) -> list[str]:
         resolved = self.resolve_name(cls)
-        if resolved is None:
+        if resolved is None or resolved in self.protocols:
             return []
         found = self.method(resolved, "forward") or self.method(resolved, "__call__")
         return [found] if found else []
@@ -179,7 +183,7 @@ class Resolver:
         named = self.resolve_bound(call.target, bindings)
         if isinstance(call.target, ValueCall) or (named and isinstance(call.target, PARAMETER_TARGETS)):
             return named  # a parameter bound by the captures that reach it: what they pass
-        flowed = self.flow.callees((function.qualname, call.line, call.column))
+        flowed = self.flow.callees(call.flow_key(function.qualname))
         if not flowed:
             return named
         found = sorted(q for q in flowed if q in self.functions)

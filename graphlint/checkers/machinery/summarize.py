@@ -20,6 +20,7 @@ from graphlint.checkers.machinery.host_attributes import host_attributes
 from graphlint.checkers.machinery.model import ClassSummary, ModuleSummary
 from graphlint.checkers.machinery.module_state import ModuleState
 from graphlint.checkers.machinery.names import dotted_parts, source_text
+from graphlint.checkers.machinery.protocols import PROTOCOL_BASES
 from graphlint.checkers.machinery.syntax import (
     FUNCTION_NODES,
     all_statements,
@@ -116,6 +117,11 @@ class FileSummarizer:
                 resolved = st.resolve_parts(parts) if parts else None
                 if resolved:
                     bases.append(resolved)
+                elif isinstance(base, ast.Subscript):  # `Protocol[T]`: a Protocol all the same
+                    parts = dotted_parts(base.value)
+                    resolved = st.resolve_parts(parts) if parts else None
+                    if resolved in PROTOCOL_BASES:
+                        bases.append(resolved)
             st.class_attrs[qualname] = {}
             st.summary.classes[qualname] = ClassSummary(qualname, bases, methods, {})
         # Attribute kinds from `self.x = ...` in every method, __init__ first.

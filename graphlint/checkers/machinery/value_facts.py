@@ -14,8 +14,8 @@ evaluates to the set of values it may hold:
     ("i", class)                    an instance of a class (`self` in its methods)
     ("n", expr)                     an instance of each class ``expr`` holds (an annotation)
     ("a", expr, attr)               an attribute: an instance's or class's, a bound method
-    ("c", callee, args, kwargs, key, extra)   a call, its result; ``key`` (scope, line, column)
-                                    names the call site; ``extra`` for calls the binder never
+    ("c", callee, args, kwargs, key, extra)   a call, its result; ``key`` (scope, line, column,
+                                    end line, end column) names the call site; ``extra`` for calls the binder never
                                     names (lambda bodies, decorators, `map(f, ...)`)
     ("k", decorator, value, key)    a decorator applied; an unresolved one leaves ``value``
     ("p", expr, args, kwargs)       functools.partial: ``expr``'s functions, arguments bound
@@ -611,7 +611,7 @@ class FactRecorder:
 
     def _site(self, scope: _Scope, node: ast.expr) -> str:
         kind = {ast.List: "l", ast.Tuple: "t", ast.Set: "s"}.get(type(node), "d")
-        _, line, column = self._key(scope, node)
+        _, line, column, _, _ = self._key(scope, node)
         return self.intern(f"%{kind}@{scope.key}:{line}:{column}")
 
     def _name_load(self, scope: _Scope, node: ast.Name) -> Expr | None:
@@ -737,9 +737,9 @@ class FactRecorder:
             functions[qualname] = FunctionSummary(qualname, display, node.lineno, list(self.defs[qualname][0]))
         return ("d", qualname)
 
-    def _key(self, scope: _Scope, node: ast.AST) -> tuple[str, int, int]:
-        line, column, _, _ = self.st.span(node)
-        return (scope.key, line, column)
+    def _key(self, scope: _Scope, node: ast.AST) -> tuple[str, int, int, int, int]:
+        """A call site's key: its scope, start and end (chained calls share their start)."""
+        return (scope.key, *self.st.span(node))
 
     def _call(self, scope: _Scope, node: ast.Call) -> Expr | None:
         callee = self.ex(scope, node.func)

@@ -31,14 +31,16 @@ from graphlint.checkers.machinery.value_containers import ContainerFlow, is_cont
 _EMPTY: frozenset[str] = frozenset()
 _BUILTINS = frozenset(dir(builtins))
 _MAX_ALIAS_HOPS = 8
-_MAX_VALUES = 16  # a location that may hold more is too imprecise to call through: unresolved
+MAX_VALUES = 16  # a location that may hold more is too imprecise to call through: unresolved
 _MAX_OUTSIDE_DEPTH = 6  # `?torch.nn.functional.relu`: dots in an outside name we still follow
 # Outside calls that never reorder a list passed to them (any other may: `random.shuffle(xs)`).
 _KEEPS_ORDER = frozenset(
     f"<builtin>.{name}" for name in ("len", "print", "isinstance", "id", "repr", "str", "hash", "any", "all", "bool")
 )
 _MODULE_CLASSES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})  # calling one runs forward
-CallKey = tuple[str, int, int]  # (scope qualname, line, column) of a call
+# (scope qualname, line, column, end line, end column) of a call: the start alone is shared by
+# chained calls (`get().run()` starts where `get()` does), the end is not.
+CallKey = tuple[str, int, int, int, int]
 
 
 class ProjectNames(Protocol):
@@ -48,6 +50,7 @@ class ProjectNames(Protocol):
     functions: dict[str, tuple[str, FunctionSummary]]
     classes: dict[str, ClassSummary]
     aliases: dict[str, str]
+    protocols: frozenset[str]  # typing.Protocol classes (`protocols`): no instance of theirs is followed
 
     def resolve_name(self, dotted: str) -> str | None: ...
 
@@ -90,7 +93,7 @@ class ValueFlow(ContainerFlow):
             "g": lambda e: self._global(e[1]),
             "w": self._star_imported,
             "d": lambda e: {e[1]},
-            "i": lambda e: {"!" + e[1]},
+            "i": lambda e: _EMPTY if e[1] in self.names.protocols else {"!" + e[1]},  # `self` of a Protocol
             "n": self._instances,
             "a": self._attribute,
             "c": self._call,
@@ -155,7 +158,7 @@ class ValueFlow(ContainerFlow):
                 self._queue.append(reader)
 
     def _saturate(self, location: str) -> None:
-        """A location that would hold more than `_MAX_VALUES` values holds none from now on:
+        """A location that would hold more than `MAX_VALUES` values holds none from now on:
         a call through it is unresolved rather than a fan-out to everything (which on a large
         project is also what makes a context-insensitive solve quadratic). What it already
         passed on stays; nothing more flows through it."""
@@ -175,7 +178,7 @@ class ValueFlow(ContainerFlow):
         elif values <= held or location in self._saturated:
             return
         held |= values
-        if len(held) > _MAX_VALUES:
+        if len(held) > MAX_VALUES:
             self._saturate(location)
             return
         self._touch(location)
@@ -333,9 +336,12 @@ class ValueFlow(ContainerFlow):
 
     # -- attributes ----------------------------------------------------------------------------
     def _attribute(self, expr: tuple) -> set[str]:
-        attr = expr[2]
+        return self.attributes_of(self.evaluate(expr[1]), expr[2])
+
+    def attributes_of(self, holders: set[str] | frozenset[str], attr: str) -> set[str]:
+        """``attr`` of each of ``holders``: an instance's or class's attribute, a bound method."""
         found: set[str] = set()
-        for holder in sorted(self.evaluate(expr[1])):
+        for holder in sorted(holders):
             first = holder[0]
             if first == "!":
                 self._instance_attribute(holder[1:], attr, holder, found, skip=None)
@@ -403,7 +409,9 @@ class ValueFlow(ContainerFlow):
             self._add(f"{method}.<locals>.{params[0][0]}", {value})
 
     def _instances(self, expr: tuple) -> set[str]:
-        return {"!" + v for v in self.evaluate(expr[1]) if v in self.names.classes}
+        """An annotation's instances; a Protocol names no class whose code runs (`protocols`)."""
+        protocols = self.names.protocols
+        return {"!" + v for v in self.evaluate(expr[1]) if v in self.names.classes and v not in protocols}
 
     def _super(self, expr: tuple) -> set[str]:
         owner = expr[1]
@@ -449,6 +457,11 @@ class ValueFlow(ContainerFlow):
             if value[0] == "?":
                 self.outside.setdefault(expr[2][0], set()).add(value[1:])
         return _EMPTY
+
+    def target_of(self, value: str) -> tuple[str | None, int]:
+        """For readers of the solved flow: the function calling ``value`` runs (None: none the
+        project defines) and how many leading parameters it fills itself."""
+        return self._target(value, set())
 
     def _target(self, value: str, result: set[str]) -> tuple[str | None, int]:
         """The function calling ``value`` runs, and how many leading parameters it fills itself."""

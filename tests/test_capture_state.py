@@ -16,8 +16,10 @@ from graphlint.checkers.machinery.capture_state import (
     CaptureFlags,
     capture_predicates,
     capture_value,
+    in_guarded_code,
     short_circuited,
 )
+from graphlint.checkers.machinery.model import FunctionSummary
 from graphlint.checkers.machinery.names import dotted_parts
 
 
@@ -172,3 +174,12 @@ def test_the_operands_after_the_one_that_stops_a_capture_are_not_evaluated(test:
         return capture_value(operand, lambda node: ast.unparse(node), {"capturing": True})
 
     assert [ast.unparse(operand) for operand in short_circuited(expr, value)] == skipped
+
+
+def test_a_position_is_guarded_only_inside_a_recorded_span() -> None:
+    function = FunctionSummary("m.f", "f", 1, guarded_spans=[(3, 9, 5, 20)])
+    assert in_guarded_code(function, 4, 1)
+    assert in_guarded_code(function, 3, 9) and in_guarded_code(function, 5, 20)
+    assert not in_guarded_code(function, 3, 8)  # the test before the guarded operand, on the same line
+    assert not in_guarded_code(function, 5, 21)
+    assert not in_guarded_code(FunctionSummary("m.g", "g", 1), 4, 1)

@@ -53,6 +53,7 @@ class _Block:
     """Per statement list: an open `capture_begin()` span and the guard state to restore."""
 
     guarded: bool
+    body: list[ast.stmt]
     open_capture: tuple[str, tuple[int, ...]] | None = None
     captured: list[ast.stmt] | None = None
     began: int | None = None
@@ -303,7 +304,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         walk(self, body)
 
     def begin_block(self, body: list[ast.stmt]) -> None:
-        self._blocks.append(_Block(self.guarded))
+        self._blocks.append(_Block(self.guarded, body))
 
     def end_block(self, body: list[ast.stmt]) -> None:
         block = self._blocks.pop()
@@ -339,7 +340,9 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         if block.open_capture is not None and _ends_capture_inside(stmt, block.open_capture[0]):
             self._close_capture(stmt, block)  # try: ... finally: g.capture_end()
         if isinstance(stmt, ast.If) and self.capturing_guard(stmt.test) is True and exits(stmt.body):
-            self.guarded = True  # `if capturing: return ...`: the rest never runs in capture
+            if not self.guarded:
+                self.guarded = True  # `if capturing: return ...`: the rest never runs in capture
+                self._note_guarded(block.body[block.body.index(stmt) + 1 :])
 
     def _close_capture(self, end: ast.stmt, block: _Block) -> None:
         """Record a capture_begin()/capture_end() span for the replay flow."""
@@ -398,6 +401,8 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         guard = self.capturing_guard(stmt.test) if isinstance(stmt, ast.If) else None
         if guard is not None:
             self.guarded = bool(start) or (not guard if index == 0 else guard)
+            if self.guarded and not start:
+                self._note_guarded(stmt.body if index == 0 else stmt.orelse)  # type: ignore[attr-defined]
 
     def join(self, stmt: ast.stmt, start: object) -> None:
         self.guarded = bool(start)
@@ -600,6 +605,12 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
                 elif value is not None:
                     push(value)
 
+    def _note_guarded(self, nodes: list) -> None:
+        """Code that never runs in a capture: the value flow's calls there are no capture's."""
+        if nodes and self.record:
+            start, end = self.st.span(nodes[0]), self.st.span(nodes[-1])
+            self.summary.guarded_spans.append((*start[:2], *end[2:]))
+
     def _short_circuit(self, test: ast.BoolOp, push: Callable[[ast.AST], None]) -> None:
         """`not capturing and x.item()`: the operands after the one that ends the evaluation in a
         capture never run there; they are walked as guarded code."""
@@ -607,6 +618,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         for operand in test.values[: len(test.values) - len(skipped)]:
             push(operand)
         if skipped:
+            self._note_guarded(skipped)
             self.guarded = True
             for operand in skipped:
                 self.expr(operand)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable, Mapping
 
+from graphlint.checkers.machinery.model import FunctionSummary
 from graphlint.checkers.machinery.names import dotted_parts
 from graphlint.checkers.machinery.syntax import FUNCTION_NODES, assigned_names
 
@@ -276,3 +277,10 @@ def _bound_once(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
         elif isinstance(node, ast.MatchMapping) and node.rest:
             rebound.add(node.rest)
     return {name for name, count in counts.items() if count == 1 and name not in rebound}
+
+
+def in_guarded_code(function: FunctionSummary, line: int, column: int) -> bool:
+    """Is the position (line, 1-based column) in code of ``function`` that no capture runs
+    (the binder's `guarded_spans`: a branch a capture-state test rules out, the rest of a block
+    after `if capturing: return`, an operand after one that stops a capture)?"""
+    return any((start, first) <= (line, column) <= (end, last) for start, first, end, last in function.guarded_spans)

@@ -401,8 +401,8 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         guard = self.capturing_guard(stmt.test) if isinstance(stmt, ast.If) else None
         if guard is not None:
             self.guarded = bool(start) or (not guard if index == 0 else guard)
-            if self.guarded and not start:
-                self._note_guarded(stmt.body if index == 0 else stmt.orelse)  # type: ignore[attr-defined]
+            if self.guarded and not start and isinstance(stmt, ast.If):
+                self._note_guarded(stmt.body if index == 0 else stmt.orelse)
 
     def join(self, stmt: ast.stmt, start: object) -> None:
         self.guarded = bool(start)

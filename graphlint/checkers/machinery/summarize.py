@@ -10,6 +10,7 @@ symbolic references for the project phase.
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from graphlint.checkers.machinery import replay_flow, runner_trace, stream_flow, value_facts
@@ -180,11 +181,11 @@ def _module_functions(st: ModuleState) -> list[tuple[str, ast.AST]]:
     """The module-level functions of the file by qualname, the candidates for capture
     predicates; a name defined twice (if/else branches) or also assigned is left out."""
     defined = [node for node in module_level_statements(st.tree.body) if isinstance(node, FUNCTION_NODES)]
-    names = [node.name for node in defined]
+    names = Counter(node.name for node in defined)
     return [
         (f"{st.module}.{node.name}", node)
         for node in defined
-        if names.count(node.name) == 1 and node.name not in st.module_assigned
+        if names[node.name] == 1 and node.name not in st.module_assigned
     ]
 
 

@@ -437,6 +437,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
     def _ann_assign(self, stmt: ast.AnnAssign) -> None:
         if stmt.value is not None:
             self.expr(stmt.value)
+            self.capture_flags.note(stmt.target, self.stream_capture_value(stmt.value), self.regions)
             note_assignment(self, stmt.target, stmt.value)
             self._bind(stmt.target, self.ty(stmt.value) or self.annotation_ty(stmt.annotation))
 

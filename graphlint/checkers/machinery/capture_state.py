@@ -99,9 +99,9 @@ def capture_value(
             return False if False in parts else (True if all(p is True for p in parts) else None)
         return True if True in parts else (False if all(p is False for p in parts) else None)
     if isinstance(test, ast.Call):
-        if _is_bool_call(test, resolve):
+        name = resolve(test.func)  # once: the binder asks this of every assignment's value
+        if name == "bool" and len(test.args) == 1 and not test.keywords:
             return capture_value(test.args[0], resolve, known, leaf)
-        name = resolve(test.func)
         if name in known:
             return known[name]
     return None if leaf is None else leaf(test)

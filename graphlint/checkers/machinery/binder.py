@@ -11,12 +11,13 @@ name for the call graph, and raises the syntax events the enabled rules' detecto
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.call_naming import CallNaming
 from graphlint.checkers.machinery.call_targets import CallTarget, FunctionTarget
+from graphlint.checkers.machinery.capture_state import CaptureFlags, capture_value, short_circuited
 from graphlint.checkers.machinery.capture_values import CAPTURE_CONTEXTS, is_graph_context, note_assignment
 from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.model import COMPILE, GRAPH, CallRef, EntryRef, FunctionSummary, Hazard, Region
@@ -37,14 +38,6 @@ from graphlint.findings import Fix
 
 STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.streams.StreamContext"})
 _AUTOCAST = frozenset({"torch.autocast", "torch.cuda.amp.autocast"})
-_CAPTURING_GUARDS = frozenset(
-    {
-        "torch.cuda.is_current_stream_capturing",
-        "torch.compiler.is_compiling",
-        "torch._dynamo.is_compiling",
-        "torch.compiler.is_dynamo_compiling",
-    }
-)
 
 
 @dataclass
@@ -60,6 +53,7 @@ class _Block:
     """Per statement list: an open `capture_begin()` span and the guard state to restore."""
 
     guarded: bool
+    body: list[ast.stmt]
     open_capture: tuple[str, tuple[int, ...]] | None = None
     captured: list[ast.stmt] | None = None
     began: int | None = None
@@ -111,6 +105,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         self.summary = FunctionSummary(qualname, display, getattr(node, "lineno", 1))
         self._blocks: list[_Block] = []
         self._withs: list[_WithFrame] = []
+        self.capture_flags = CaptureFlags(node)  # locals holding the capture state (capture_state)
         if record:
             self._register()
         if isinstance(node, FUNCTION_NODES):
@@ -226,19 +221,22 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         None otherwise. `and`/`or` combine the parts; a guard among other conditions still
         guards the branch it decides alone. A test of the device is one too:
         `if x.device.type == "cpu":` (or `not x.is_cuda`) runs no CUDA work, so nothing in it
-        is captured; `if x.is_cuda: ... else:` is the reverse."""
-        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            inner = self.capturing_guard(test.operand)
-            return None if inner is None else not inner
-        if isinstance(test, ast.BoolOp):
-            parts = [self.capturing_guard(value) for value in test.values]
-            if isinstance(test.op, ast.And):
-                # A and B implies "not capturing" if one part does; it holds in capture if all do.
-                return False if False in parts else (True if all(p is True for p in parts) else None)
-            return True if True in parts else (False if all(p is False for p in parts) else None)
-        if isinstance(test, ast.Call) and self.resolve(test.func) in _CAPTURING_GUARDS:
-            return True
-        return device_test(test)
+        is captured; `if x.is_cuda: ... else:` is the reverse. The file's own helpers that
+        return the capture state count as the query they wrap (`capture_state`)."""
+        return capture_value(test, self.resolve, self.st.guard_calls, self._guard_leaf)
+
+    def _guard_leaf(self, test: ast.expr) -> bool | None:
+        """A part of a test that is no capture-state call: a local flag holding one, or a device test."""
+        flag = self.capture_flags.value(test, self.regions)
+        return flag if flag is not None else device_test(test)
+
+    def stream_capture_value(self, expr: ast.expr) -> bool | None:
+        """The value of ``expr`` in every stream capture (no Dynamo query, no device test decides
+        it): what a local flag holds, and what short-circuits an `and`/`or`."""
+        return capture_value(expr, self.resolve, self.st.stream_calls, self._flag)
+
+    def _flag(self, expr: ast.expr) -> bool | None:
+        return self.capture_flags.value(expr, self.regions)
 
     def non_cuda_branch(self, test: ast.expr, index: int) -> bool:
         """Is alternative ``index`` of `if test:` one that runs on a device other than CUDA?"""
@@ -308,7 +306,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         walk(self, body)
 
     def begin_block(self, body: list[ast.stmt]) -> None:
-        self._blocks.append(_Block(self.guarded))
+        self._blocks.append(_Block(self.guarded, body))
 
     def end_block(self, body: list[ast.stmt]) -> None:
         block = self._blocks.pop()
@@ -344,7 +342,9 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         if block.open_capture is not None and _ends_capture_inside(stmt, block.open_capture[0]):
             self._close_capture(stmt, block)  # try: ... finally: g.capture_end()
         if isinstance(stmt, ast.If) and self.capturing_guard(stmt.test) is True and exits(stmt.body):
-            self.guarded = True  # `if capturing: return ...`: the rest never runs in capture
+            if not self.guarded:
+                self.guarded = True  # `if capturing: return ...`: the rest never runs in capture
+                self._note_guarded(block.body[block.body.index(stmt) + 1 :])
 
     def _close_capture(self, end: ast.stmt, block: _Block) -> None:
         """Record a capture_begin()/capture_end() span for the replay flow."""
@@ -372,11 +372,20 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
             return  # the context expressions are visited with their items (enter_with)
         self.expr(expr)
         if isinstance(stmt, ast.While):
-            self._event("test", expr, "while")
+            self._test(expr, "while")
         elif isinstance(stmt, ast.If) and (self.capturing_guard(expr) is None or isinstance(expr, ast.BoolOp)):
-            self._event("test", expr, "if")  # a guard's other conditions still run in capture
+            self._test(expr, "if")  # a guard's other conditions still run in capture
         elif isinstance(stmt, ast.Match) and expr is not stmt.subject:
             self._event("test", expr, "case guard")
+
+    def _test(self, expr: ast.expr, what: str) -> None:
+        """A condition is tested; of `a and b` only the operands a capture evaluates are."""
+        skipped = short_circuited(expr, self.stream_capture_value) if isinstance(expr, ast.BoolOp) else []
+        if not skipped:
+            self._event("test", expr, what)
+            return
+        for operand in expr.values[: len(expr.values) - len(skipped)]:
+            self._event("test", operand, what)
 
     def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
         it = stmt.iter
@@ -394,6 +403,8 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         guard = self.capturing_guard(stmt.test) if isinstance(stmt, ast.If) else None
         if guard is not None:
             self.guarded = bool(start) or (not guard if index == 0 else guard)
+            if self.guarded and not start and isinstance(stmt, ast.If):
+                self._note_guarded(stmt.body if index == 0 else stmt.orelse)
 
     def join(self, stmt: ast.stmt, start: object) -> None:
         self.guarded = bool(start)
@@ -418,7 +429,9 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         ):
             self.capture_contexts[stmt.targets[0].id] = stmt.value
         value_ty = self.ty(stmt.value)
+        flag = self.stream_capture_value(stmt.value) if len(stmt.targets) == 1 else None
         for target in stmt.targets:
+            self.capture_flags.note(target, flag, self.regions)
             note_assignment(self, target, stmt.value)
             self.expr_target(target)
             self._bind(target, value_ty)
@@ -426,6 +439,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
     def _ann_assign(self, stmt: ast.AnnAssign) -> None:
         if stmt.value is not None:
             self.expr(stmt.value)
+            self.capture_flags.note(stmt.target, self.stream_capture_value(stmt.value), self.regions)
             note_assignment(self, stmt.target, stmt.value)
             self._bind(stmt.target, self.ty(stmt.value) or self.annotation_ty(stmt.annotation))
 
@@ -436,7 +450,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
 
     def _assert(self, stmt: ast.Assert) -> None:
         self.expr(stmt.test)
-        self._event("test", stmt.test, "assert")
+        self._test(stmt.test, "assert")
         if stmt.msg is not None:
             self.expr(stmt.msg)
 
@@ -572,11 +586,14 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
                 for hook in hooks.get("Subscript"):
                     hook(self, current)
             elif kind is ast.IfExp:
-                self._event("test", current.test, "conditional expression")
+                self._test(current.test, "conditional expression")
             elif kind is ast.JoinedStr:
                 for hook in hooks.get("JoinedStr"):
                     hook(self, current)
             elif kind is ast.Lambda:
+                continue
+            elif kind is ast.BoolOp and not self.guarded:
+                self._short_circuit(current, push)
                 continue
             elif (kind is ast.Yield or kind is ast.YieldFrom) and self.regions:
                 # @contextmanager yielding inside a capture: the caller's with-body is captured.
@@ -590,6 +607,25 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
                             push(item)
                 elif value is not None:
                     push(value)
+
+    def _note_guarded(self, nodes: list) -> None:
+        """Code that never runs in a capture: the value flow's calls there are no capture's."""
+        if nodes and self.record:
+            start, end = self.st.span(nodes[0]), self.st.span(nodes[-1])
+            self.summary.guarded_spans.append((*start[:2], *end[2:]))
+
+    def _short_circuit(self, test: ast.BoolOp, push: Callable[[ast.AST], None]) -> None:
+        """`not capturing and x.item()`: the operands after the one that ends the evaluation in a
+        capture never run there; they are walked as guarded code."""
+        skipped = short_circuited(test, self.stream_capture_value)
+        for operand in test.values[: len(test.values) - len(skipped)]:
+            push(operand)
+        if skipped:
+            self._note_guarded(skipped)
+            self.guarded = True
+            for operand in skipped:
+                self.expr(operand)
+            self.guarded = False
 
     def _visit_call(self, call: ast.Call) -> None:
         name = self.resolve(call.func)

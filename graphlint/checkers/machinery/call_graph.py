@@ -40,6 +40,7 @@ import networkx as nx
 
 from graphlint.checkers.machinery.call_contexts import CallContexts, Context, join
 from graphlint.checkers.machinery.call_targets import PARAMETER_TARGETS
+from graphlint.checkers.machinery.capture_state import in_guarded_code
 from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.model import COMPILE, GRAPH, CallRef, FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.resolution import Bindings, Resolver
@@ -226,9 +227,10 @@ def _add_calls(graph: nx.DiGraph, walk: _Walk, log: ErrorLog) -> None:
 
 
 def _add_flow_only_calls(graph: nx.DiGraph, resolver: Resolver) -> None:
-    """Calls only the value flow sees (in lambdas, decorators, `map(f, ...)`), first line first."""
-    for (scope, line, *_), callees in sorted(resolver.flow.extra.items()):
-        if scope not in resolver.functions:
+    """Calls only the value flow sees (in lambdas, decorators, `map(f, ...)`), first line first;
+    none from code a capture-state test skips while capturing (`capture_state`)."""
+    for (scope, line, column, *_), callees in sorted(resolver.flow.extra.items()):
+        if scope not in resolver.functions or in_guarded_code(resolver.functions[scope][1], line, column):
             continue
         for callee in sorted(callees):
             if callee in resolver.functions and not graph.has_edge(scope, callee):

@@ -138,6 +138,7 @@ class FunctionSummary(Compact):
     returns: list[CallTarget] = field(default_factory=list)  # calls whose result is returned
     returns_static: str | None = None  # replays graph G and returns its static output
     trace: list | None = None  # runner_trace events: calls whose kept results may be static outputs
+    guarded_spans: list[tuple[int, int, int, int]] = field(default_factory=list)  # code no capture runs
 
 
 @dataclass

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.capture_state import guard_calls, stream_capture_calls
 from graphlint.checkers.machinery.detectors import Hooks
 from graphlint.checkers.machinery.model import FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.names import ImportMap, canonical
@@ -98,6 +99,9 @@ class ModuleState:
         self.current_stream_attributes: dict[str, frozenset[str]] = {}  # class -> attrs set from current_stream()
         self.stream_effects: dict[str, object] = {}  # memoised function summaries (stream_effects)
         self.graph_context_attrs: set[tuple[str, str]] = set()  # (class, attr) bound to a graph context
+        # call -> its value while capturing (capture_state): as a branch's guard, and in every stream capture
+        self.guard_calls: dict[str, bool] = guard_calls({})
+        self.stream_calls: dict[str, bool] = stream_capture_calls({})
 
     # -- positions ---------------------------------------------------------------------
     def column(self, line: int, byte_offset: int) -> int:

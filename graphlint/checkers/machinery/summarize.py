@@ -10,11 +10,13 @@ symbolic references for the project phase.
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from graphlint.checkers.machinery import replay_flow, runner_trace, stream_flow, value_facts
 from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.capture_state import capture_predicates, guard_calls, stream_capture_calls
 from graphlint.checkers.machinery.detectors import hooks_for, static_codes
 from graphlint.checkers.machinery.host_attributes import host_attributes
 from graphlint.checkers.machinery.model import ClassSummary, ModuleSummary
@@ -45,6 +47,8 @@ class FileSummarizer:
     def run(self) -> ModuleSummary:
         st = self.state
         self._collect_imports_and_defs()
+        predicates = capture_predicates(_module_functions(st), _resolver(st))
+        st.guard_calls, st.stream_calls = guard_calls(predicates), stream_capture_calls(predicates)
         self._prescan_module_env()
         self._prescan_classes()
         self._prescan_file_facts()
@@ -177,6 +181,18 @@ def _resolver(st: ModuleState) -> Callable[[ast.AST], str | None]:
         return st.resolve_parts(parts) if parts else None
 
     return resolve
+
+
+def _module_functions(st: ModuleState) -> list[tuple[str, ast.AST]]:
+    """The module-level functions of the file by qualname, the candidates for capture
+    predicates; a name defined twice (if/else branches) or also assigned is left out."""
+    defined = [node for node in module_level_statements(st.tree.body) if isinstance(node, FUNCTION_NODES)]
+    names = Counter(node.name for node in defined)
+    return [
+        (f"{st.module}.{node.name}", node)
+        for node in defined
+        if names[node.name] == 1 and node.name not in st.module_assigned
+    ]
 
 
 def _is_none(node: ast.expr) -> bool:

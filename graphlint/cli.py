@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import gc
 import os
 import sys
 import traceback
@@ -340,6 +341,8 @@ def _report_fixed(args: argparse.Namespace, fixed: list[Finding]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("check", "captures", "callgraph"):
+        _collect_less_often()
     try:
         if args.command == "check":
             return _check(args)
@@ -369,6 +372,14 @@ def main(argv: list[str] | None = None) -> int:
         print("graphlint: internal error (please report this):", file=sys.stderr)
         traceback.print_exc()
         return EXIT_ERROR
+
+
+def _collect_less_often() -> None:
+    """A batch run builds many long-lived objects (trees, summaries, the value flow) and frees
+    few, so the cycle collector's default thresholds walk an ever larger heap for little: about
+    a quarter of a cold run's CPU on the corpus. Collect young objects less often (mypy does the
+    same); the heap grows a little (tensordict: 102 to 121 MB peak)."""
+    gc.set_threshold(100_000, 50, 100)
 
 
 def _sanitize(args: argparse.Namespace) -> int:

@@ -56,11 +56,15 @@ def build():
 """
 
 
-def _callables(write_tree, files: dict[str, str]) -> dict[int, dict]:
-    root = write_tree(files)
-    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
+def _regions(write_tree, files: dict[str, str]) -> list[dict]:
+    """The capture regions `graphlint captures --follow-values` reports on a tree of ``files``."""
+    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=write_tree(files))
     assert result.returncode == 0, result.stderr
-    regions = json.loads(result.stdout)["regions"]
+    return json.loads(result.stdout)["regions"]
+
+
+def _callables(write_tree, files: dict[str, str]) -> dict[int, dict]:
+    regions = _regions(write_tree, files)
     return {r["line"]: r["callables"][0] for r in regions if r["path"].endswith("wrapper.py")}
 
 
@@ -104,9 +108,7 @@ def graph_all(modules, x):
 
 
 def test_modules_a_public_function_is_given_stay_outside_through_lists_and_loops(write_tree) -> None:
-    root = write_tree({"wrapper.py": GRAPHED})
-    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
-    (region,) = json.loads(result.stdout)["regions"]
+    (region,) = _regions(write_tree, {"wrapper.py": GRAPHED})
     (called,) = region["callables"]  # `torch.cuda.CUDAGraph()` is an operation, not a captured callable
     assert called["status"] == "outside"
     assert "parameter `modules` of `graph_all`, which no analysed code calls" in called["detail"]
@@ -116,10 +118,7 @@ def test_a_module_constant_does_not_break_the_provenance_index(write_tree) -> No
     # A module-level constant is recorded as a ("K", location, key) fact, whose location is a
     # plain string: read as an expression, a module named `c...` looked like a call.
     source = "VERBOSE = False\n\n\n" + WRAPPER
-    root = write_tree({"config_wrapper.py": source})
-    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
-    assert result.returncode == 0, result.stderr
-    statuses = [c["status"] for r in json.loads(result.stdout)["regions"] for c in r["callables"]]
+    statuses = [c["status"] for r in _regions(write_tree, {"config_wrapper.py": source}) for c in r["callables"]]
     assert statuses == ["outside", "outside"]
 
 
@@ -141,9 +140,7 @@ def graph_queued(modules, inputs):
 
 
 def test_a_callable_unpacked_from_a_queue_of_tuples_is_outside_by_its_own_source(write_tree) -> None:
-    root = write_tree({"wrapper.py": QUEUED})
-    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
-    (region,) = json.loads(result.stdout)["regions"]
+    (region,) = _regions(write_tree, {"wrapper.py": QUEUED})
     (called,) = region["callables"]
     assert called["status"] == "outside"
     assert "parameter `modules` of `graph_queued`, which no analysed code calls" in called["detail"]

@@ -29,6 +29,7 @@ every region whose callable may be in the package, and errs towards unresolved.
 
     python benchmarks/corpus_reach.py [--packages sglang,vllm] [--jobs 2] [--json reach.json] [--regions]
     python benchmarks/corpus_reach.py --sample 30 --seed 16 --sample-out sample.jsonl
+    python benchmarks/corpus_reach.py --check-sample   # CI: every checked reading still holds
 
 benchmarks/corpus/reach_sample.jsonl is the hand check of what the report says: 30 resolutions
 drawn with `--sample 30 --seed 16` (helper-16b), then the resolutions the value flow added and
@@ -125,6 +126,35 @@ def print_regions(reports: dict[str, dict]) -> None:
                 print(f"    {callable_['status']}: `{callable_['expression']}` ({callable_['detail']})")
 
 
+SAMPLE = corpus.HERE / "reach_sample.jsonl"
+
+
+def stale_readings(reports: dict[str, dict], sample: Path = SAMPLE) -> list[str]:
+    """The entries of the hand-checked sample whose region, status or targets the report no
+    longer gives as read: a reading that no longer describes what graphlint says must be read
+    again (a wrong resolution must not drift in under a stale "correct")."""
+    found: dict[tuple[str, str, str], dict] = {}
+    for package, report in reports.items():
+        for region in report.get("regions", []):
+            for callable_ in region["callables"]:
+                found[(package, f"{region['path']}:{region['line']}", callable_["expression"])] = callable_
+    stale = []
+    for line in sample.read_text().splitlines():
+        entry = json.loads(line)
+        if entry["package"] not in reports:
+            continue
+        key = (entry["package"], entry["region"], entry["expression"])
+        now = found.get(key)
+        status = entry.get("status", "resolved")
+        if now is None:
+            stale.append(f"{' '.join(key)}: no such callable in the report")
+        elif now["status"] != status or (status == "resolved" and sorted(now["targets"]) != sorted(entry["resolved"])):
+            stale.append(
+                f"{' '.join(key)}: read as {status} {sorted(entry['resolved'])}, now {now['status']} {sorted(now['targets'])}"
+            )
+    return stale
+
+
 def print_table(rows: dict[str, dict]) -> None:
     print("| package | " + " | ".join(COLUMNS) + " |")
     print("|---|" + "---:|" * len(COLUMNS))
@@ -147,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=0, help="draw this many resolutions to check by hand")
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--sample-out", metavar="FILE", help="where the sample goes (JSON lines; default stdout)")
+    parser.add_argument(
+        "--check-sample", action="store_true", help=f"fail when an entry of {SAMPLE.name} no longer matches the report"
+    )
     args = parser.parse_args(argv)
     cache = Path(args.cache).expanduser()
     wanted = set(args.packages.split(",")) if args.packages else None
@@ -175,6 +208,14 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.sample_out).write_text(lines)
         else:
             sys.stdout.write(lines)
+    if args.check_sample:
+        stale = stale_readings(reports)
+        for problem in stale:
+            print(f"STALE {problem}")
+        print(
+            f"reach sample: {'FAILED' if stale else 'passed'} ({len(stale)} stale of {len(SAMPLE.read_text().splitlines())})"
+        )
+        return 1 if stale else 0
     return 0
 
 

@@ -69,7 +69,9 @@ def _package_parts(directory: Path) -> tuple[str, ...]:
     `__init__.py` in a large tree: SGLang's `sglang/srt/...` has hundreds) on the way. This
     is mypy's crawl for namespace packages: `sglang/srt/models/llama.py` is
     `sglang.srt.models.llama`, so `from sglang.srt.layers import ...` in another file
-    resolves to it. A folder without `__init__.py` ends the crawl when its name is not an
+    resolves to it. Namespace folders above the outermost regular package are kept when
+    that package's files import it through them (`_imported_through`: megatron-core's
+    `megatron/core/...` is `megatron.core...`). A folder without `__init__.py` ends the crawl when its name is not an
     identifier or it is a project root (pyproject.toml, setup.py, .git): a tree with no
     `__init__.py` at all keeps bare names (scripts side by side import each other as
     `import train`). A top package whose own files import its sub-modules by absolute name
@@ -93,7 +95,29 @@ def _package_parts(directory: Path) -> tuple[str, ...]:
         if parent == directory:
             break
         directory = parent
+    if crossed and parts:
+        top = directory / Path(*crossed) / parts[0]
+        for start in range(len(crossed) - 1, -1, -1):  # the folder right above first, then further up
+            if _imported_through(top, ".".join((*crossed[start:], parts[0]))):
+                return (*crossed[start:], *parts)
     return parts
+
+
+@functools.lru_cache(maxsize=256)
+def _imported_through(package: Path, dotted: str) -> bool:
+    """Whether the files directly in ``package`` import it by ``dotted``, a name that starts
+    with namespace folders above it: megatron-core ships `megatron/core/` with no
+    `megatron/__init__.py`, and its files import `megatron.core.transformer...`, so
+    `megatron` is where module names start (a PEP 420 namespace portion at the top)."""
+    pattern = re.compile(rf"^[ \t]*(?:from|import)[ \t]+{re.escape(dotted)}\b", re.MULTILINE)
+    for path in sorted(package.glob("*.py")):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if pattern.search(text):
+            return True
+    return False
 
 
 # `from a.b import c`, `import a.b`, `from a import b`: the first two names of an absolute import.

@@ -84,6 +84,19 @@ def write_tree(tmp_path: Path):
     return write
 
 
+def followed_call_graph(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """The call graph (PyCG's shape) of the project at ``root``, values followed, in process
+    (module names are relative to ``root``, as `graphlint callgraph .` run there gives them)."""
+    from graphlint.checkers.machinery.callgraph_json import call_graph
+    from graphlint.config import ConfigResolver
+    from graphlint.engine import CheckOptions, load_project
+
+    monkeypatch.chdir(root)
+    options = CheckOptions(jobs=1, cache_dir=None, follow_values=True)
+    _, project = load_project(["."], ConfigResolver(cwd=root), options)
+    return call_graph(project)
+
+
 pytest_plugins = ["pytester"]
 
 

@@ -116,7 +116,9 @@ def test_a_parameter_an_isinstance_guard_checks_against_a_library_class_is_outsi
 def test_the_guard_proves_nothing_when_the_project_derives_from_the_class_or_does_not_raise(write_tree) -> None:
     derived = GUARDED + "\n\nclass MyGraph(torch.fx.GraphModule):\n    def forward(self, x):\n        return x\n"
     (called,) = _statuses(write_tree, {"passes.py": derived}).values()
-    assert called["status"] == "unresolved"  # PASSES may call it with a MyGraph
+    # PASSES may call it with a MyGraph: the narrowing reaches the project's subclass (the
+    # library's own GraphModule runs generated code, outside), so it is not proven outside
+    assert (called["status"], called["targets"]) == ("resolved", ["passes.MyGraph.forward"])
     lenient = GUARDED.replace('raise TypeError("needs a GraphModule")', "print('not a GraphModule')")
     (called,) = _statuses(write_tree, {"passes.py": lenient}).values()
     assert called["status"] == "unresolved"

@@ -142,3 +142,28 @@ def test_default_rules_with_few_corpus_findings_say_why_they_stay_and_noisy_ones
             assert rule.default_set_note, f"{code}: fewer than 5 corpus findings and no stated reason"
         if rule.preview:
             assert rule.preview_reason and str(len(decided)) in rule.preview_reason
+
+
+def _reach_module():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("corpus_reach_check", ROOT / "benchmarks" / "corpus_reach.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_checked_reading_that_no_longer_matches_the_report_is_stale(tmp_path: Path) -> None:
+    reach = _reach_module()
+    callable_ = {"expression": "run", "status": "resolved", "targets": ["demo.m.run"], "detail": ""}
+    report = {"demo-1.0": {"regions": [{"path": "demo/m.py", "line": 3, "callables": [callable_]}]}}
+    entry = {"package": "demo-1.0", "region": "demo/m.py:3", "expression": "run", "resolved": ["demo.m.run"]}
+    sample = tmp_path / "sample.jsonl"
+    sample.write_text(json.dumps(entry) + "\n" + json.dumps({**entry, "package": "other-2.0"}) + "\n")
+    assert reach.stale_readings(report, sample) == []  # a package not run is not judged
+    callable_["targets"] = ["demo.m.run", "demo.m.other"]
+    (stale,) = reach.stale_readings(report, sample)
+    assert "now resolved ['demo.m.other', 'demo.m.run']" in stale
+    callable_["status"], callable_["targets"] = "outside", []
+    assert "now outside" in reach.stale_readings(report, sample)[0]
+    report["demo-1.0"]["regions"][0]["line"] = 4
+    assert reach.stale_readings(report, sample) == ["demo-1.0 demo/m.py:3 run: no such callable in the report"]

@@ -168,3 +168,49 @@ def test_a_folder_no_import_can_name_ends_the_crawl_even_with_an_init(write_tree
         "micro-benchmark/snippets/args/call/main.py": "main",
         "micro-benchmark/snippets/args/call/helper.py": "helper",
     }
+
+
+def test_a_namespace_folder_above_the_top_package_is_kept_when_the_package_imports_through_it(write_tree) -> None:
+    # megatron-core's wheel: `megatron/core/...` with no `megatron/__init__.py`; its files
+    # import `megatron.core...`, so that is the module name (a PEP 420 portion at the top).
+    files = {
+        "ns/core/__init__.py": "from ns.core import layers\n",
+        "ns/core/layers.py": "",
+        "ns/core/sub/__init__.py": "",
+        "ns/core/sub/mod.py": "",
+    }
+    assert _modules(write_tree(files), "ns") == {
+        "ns/core/__init__.py": "ns.core",
+        "ns/core/layers.py": "ns.core.layers",
+        "ns/core/sub/__init__.py": "ns.core.sub",
+        "ns/core/sub/mod.py": "ns.core.sub.mod",
+    }
+
+
+def test_a_folder_above_the_top_package_that_no_import_names_is_not_part_of_the_name(write_tree) -> None:
+    # `src/` layouts: the package imports itself as `pkg`, never `src.pkg`.
+    files = {"src/pkg/__init__.py": "from pkg import mod\n", "src/pkg/mod.py": ""}
+    assert _modules(write_tree(files), "src") == {"src/pkg/__init__.py": "pkg", "src/pkg/mod.py": "pkg.mod"}
+
+
+NAMESPACED_RUNNER = """\
+import torch
+from ns.core.layers import apply
+
+
+def capture(x):
+    with torch.cuda.graph(torch.cuda.CUDAGraph()):
+        apply(x)
+"""
+
+
+def test_imports_through_a_top_namespace_folder_resolve_across_files(write_tree) -> None:
+    root = write_tree(
+        {
+            "ns/core/__init__.py": "",
+            "ns/core/runner.py": NAMESPACED_RUNNER,
+            "ns/core/layers.py": "def apply(x):\n    return x.sum().item()\n",
+        }
+    )
+    result = run_cli("check", "--no-cache", "--select", "GL101", "--format", "json", "ns", cwd=root)
+    assert [(f["path"], f["line"]) for f in json.loads(result.stdout)] == [("ns/core/layers.py", 2)]

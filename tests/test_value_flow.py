@@ -8,16 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import followed_call_graph
 from graphlint.checkers.machinery.callgraph_json import call_graph
 from graphlint.config import ConfigResolver
 from graphlint.engine import CheckOptions, load_project
 
 
 def _graph(write_tree, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> dict[str, list[str]]:
-    root: Path = write_tree(files)
-    monkeypatch.chdir(root)
-    _, project = load_project(["."], ConfigResolver(cwd=root), CheckOptions(jobs=1, cache_dir=None, follow_values=True))
-    return call_graph(project)
+    return followed_call_graph(write_tree(files), monkeypatch)
 
 
 HELD = """\

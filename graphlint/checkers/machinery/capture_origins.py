@@ -96,6 +96,8 @@ class CaptureOrigins:
                 self._walk(fact[1])
             return
         target, value = fact[1], fact[2]
+        if value[0] == "+":
+            return  # `isinstance(p, C)` narrows ``p``; the test itself is indexed as the call it is
         if target[0] in _INTO:
             self._element_stores.append((target, value))
         while target[0] in _INTO and target[1][0] in ("v", "[", ":", "{"):
@@ -241,6 +243,8 @@ class CaptureOrigins:
         if tag == "l":
             found = [self._origin(entry[1], depth + 1, seen) for entry in expr[2]]
             return (_first(found) or _CYCLE) if all(found) else None  # `[]`: its stores decide
+        if tag == "+":  # `isinstance(p, C)`: project classes may be in play; a library's add nothing
+            return None if self.flow.evaluate(expr) else _CYCLE
         return None
 
     def _location(self, location: str, depth: int, seen: frozenset) -> str | None:
@@ -441,13 +445,13 @@ class CaptureOrigins:
             return f"an attribute of a value from outside ({inner})" if inner else None
         if all(h[0] == "?" for h in holders):
             return f"an attribute of `{min(holders)[1:]}`, which is not analysed"
-        classes = {h[1:] for h in holders if h[0] == "!"}
-        if len(classes) != len(holders):
+        classes = self._instance_classes(holders)
+        if classes is None:
             return None
         stores = [
             value
             for where, value in self._attr_stores.get(attr, ())
-            if any(v[0] == "!" and v[1:] in classes for v in self.flow.evaluate(where))
+            if classes & (self._instance_classes(self.flow.evaluate(where), strict=False) or set())
         ]
         if not stores or any(self.flow.names.resolve_name(f"{c}.{attr}") for c in classes):
             return None
@@ -457,6 +461,19 @@ class CaptureOrigins:
         reasons = [self._origin(value, depth + 1, seen | {key}) for value in stores]
         first = _first(reasons) if all(reasons) else None
         return f"set from {first}" if first is not None else (_CYCLE if all(reasons) else None)
+
+    def _instance_classes(self, values: Iterable[str], strict: bool = True) -> set[str] | None:
+        """The classes of the instances among ``values`` (a cone ``+C`` or ``&C``: ``C`` and its
+        project subclasses); None when ``strict`` and some value is no instance."""
+        classes: set[str] = set()
+        for value in values:
+            if value[0] == "!":
+                classes.add(value[1:])
+            elif value[0] in "+&":
+                classes.update(self.flow.hierarchy.cone(value[1:]))
+            elif strict:
+                return None
+        return classes
 
     def _part(self, part: tuple, union: tuple, depth: int, seen: frozenset) -> str | None:
         """One alternative of a union; a part that holds no value (a library call the flow

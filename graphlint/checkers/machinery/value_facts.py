@@ -13,6 +13,8 @@ evaluates to the set of values it may hold:
     ("d", qualname)                 a function, lambda or class object
     ("i", class)                    an instance of a class (`self` in its methods)
     ("n", expr)                     an instance of each class ``expr`` holds (an annotation)
+    ("+", expr)                     an instance of each class ``expr`` holds or of any project
+                                    subclass (`isinstance(p, C)` narrows a parameter)
     ("a", expr, attr)               an attribute: an instance's or class's, a bound method
     ("c", callee, args, kwargs, key, extra)   a call, its result; ``key`` (scope, line, column,
                                     end line, end column) names the call site; ``extra`` for calls the binder never
@@ -54,7 +56,7 @@ from dataclasses import dataclass, field
 
 from graphlint.checkers.machinery.model import FunctionSummary
 from graphlint.checkers.machinery.module_state import ModuleState
-from graphlint.checkers.machinery.names import canonical, dotted_parts
+from graphlint.checkers.machinery.names import ImportMap, canonical, dotted_parts
 from graphlint.checkers.machinery.syntax import (
     FUNCTION_NODES,
     all_statements,
@@ -91,6 +93,7 @@ VIEWS = frozenset(
         "torch.nn.ModuleDict",
     }
 )
+_EMPTY_CONTAINERS = {"list": "l", "set": "s", "dict": "d"}  # called with nothing: the site's kind
 PASSTHROUGH = frozenset({"functools.wraps", "staticmethod", "classmethod"})  # return what they are given
 PARTIAL = frozenset({"functools.partial"})
 CALLS_FIRST = frozenset({"map", "filter"})  # map(f, xs) calls f with the elements of xs
@@ -118,6 +121,7 @@ class _Scope:
     versioned: frozenset[str] = frozenset()  # names bound only by top-level `name = ...`, twice or more
     versions: dict[str, int] = field(default_factory=dict)  # the assignment each such name holds now
     memory: dict[tuple[str, ...], tuple | None] = field(default_factory=dict)  # value_memory: path -> stored
+    imports: dict[str, str] = field(default_factory=dict)  # names only a late import binds -> dotted
 
     def loc(self, name: str) -> str:
         if self.kind == "function":
@@ -247,6 +251,7 @@ class FactRecorder:
     def _branches(self, scope: _Scope, stmt: ast.If) -> None:
         """`if`: each branch starts from what the block knew after the test (`value_memory`)."""
         self._effect(scope, stmt.test)
+        self._narrowing(scope, stmt.test)
         known = dict(scope.memory)
         self._body(scope, stmt.body)
         scope.memory = dict(known)
@@ -306,6 +311,26 @@ class FactRecorder:
             self._body(scope, handler.body)
         for case in getattr(stmt, "cases", ()):
             self._body(scope, case.body)
+
+    def _narrowing(self, scope: _Scope, test: ast.expr) -> None:
+        """`if isinstance(param, C):` (alone or among `and`'s operands): the parameter may hold
+        an instance of ``C`` or of any project class derived from it (a ``("+", classes)``
+        value, `class_hierarchy`), whoever calls the function. A hook torch calls with each
+        submodule, narrowed by type, has no other source of values."""
+        tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        params = self.defs.get(scope.qualname, ((),))[0] if scope.kind == "function" else ()
+        for node in tests:
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"):
+                continue
+            if len(node.args) != 2 or node.keywords or not isinstance(node.args[0], ast.Name):
+                continue
+            if node.args[0].id not in params:
+                continue
+            param, classes = self.ex(scope, node.args[0]), node.args[1]
+            parts = classes.elts if isinstance(classes, ast.Tuple) else [classes]
+            checked = tuple(e for e in (self.ex(scope, part) for part in parts) if e is not None and e[0] in ("g", "v"))
+            if param is not None and param[0] == "v" and checked:
+                self.facts.append(("=", param, ("+", ("u", *checked))))
 
     def _effect(self, scope: _Scope, node: ast.expr) -> None:
         value = self.ex(scope, node)
@@ -435,6 +460,8 @@ class FactRecorder:
         kind = _method_kind(node) if scope.kind == "class" else "f"
         inner = self._function_scope(scope, qualname, node.args, kind)
         _local_names(node.body, inner.names, inner.globals)
+        inner.imports = self._late_imports(node.body, inner)
+        inner.names -= inner.imports.keys()
         self._declared |= inner.globals
         if kind == "m" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("i", scope.qualname)))
@@ -444,10 +471,29 @@ class FactRecorder:
         self._type_guard(inner, node)
         self._scope_body(inner, node.body)
 
+    def _late_imports(self, body: list[ast.stmt], inner: _Scope) -> dict[str, str]:
+        """Names a function binds only by importing them (`from pkg.mgr import Manager` in a
+        method, a late import that breaks an import cycle): aliases of what they import, as a
+        module's imports are, so the name reads as the imported one (a ``g`` expression)."""
+        imported: dict[str, str | None] = {}
+        params, _, vararg, kwarg, _ = self.defs[inner.qualname]
+        other: set[str] = {*params, vararg, kwarg, *inner.globals}
+        for stmt in statements(body):
+            if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                other.update(_bound_by_statement(stmt))
+                continue
+            names = ImportMap(self.module, self.st.imports.is_package)
+            names.add(stmt)
+            for local, dotted in names.names.items():
+                dotted = self.intern(canonical(dotted))
+                imported[local] = dotted if imported.get(local, dotted) == dotted else None
+        return {name: dotted for name, dotted in imported.items() if dotted is not None and name not in other}
+
     def _type_guard(self, inner: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         """`if not isinstance(param, C): raise ...` first in the body: every read of ``param``
         in the function sees an instance of ``C`` (a ``("G", location, class)`` fact, read by
-        `capture_origins` only). Not when the function rebinds the parameter."""
+        `capture_origins`, and a ``+`` narrowing for the solver, as `_narrowing`). Not when the
+        function rebinds the parameter."""
         body = node.body[1:] if node.body and _is_docstring(node.body[0]) else node.body
         if not body or not isinstance(body[0], ast.If) or body[0].orelse:
             return
@@ -465,7 +511,9 @@ class FactRecorder:
             return
         checked = self.ex(inner, call.args[1])
         if checked is not None and checked[0] in ("g", "v"):
-            self.facts.append(("G", self.intern(inner.loc(name)), checked))
+            location = self.intern(inner.loc(name))
+            self.facts.append(("G", location, checked))
+            self.facts.append(("=", ("v", location), ("+", checked)))  # narrows as `if isinstance(...)` does
 
     def _decorated(
         self, scope: _Scope, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, qualname: str
@@ -609,8 +657,8 @@ class FactRecorder:
         # store puts in it stays one element (`pop()` gives the stored tuple, not its parts)
         return ("l", self._site(scope, node), tuple(entries))
 
-    def _site(self, scope: _Scope, node: ast.expr) -> str:
-        kind = {ast.List: "l", ast.Tuple: "t", ast.Set: "s"}.get(type(node), "d")
+    def _site(self, scope: _Scope, node: ast.expr, kind: str | None = None) -> str:
+        kind = kind or {ast.List: "l", ast.Tuple: "t", ast.Set: "s"}.get(type(node), "d")
         _, line, column, _, _ = self._key(scope, node)
         return self.intern(f"%{kind}@{scope.key}:{line}:{column}")
 
@@ -621,6 +669,8 @@ class FactRecorder:
         while current is not None and current.kind != "module":
             if name in current.globals:
                 break
+            if (own or current.kind == "function") and name in current.imports:
+                return ("g", self.intern(current.imports[name]))
             if (own or current.kind == "function") and name in current.names:
                 version = current.versions.get(name) if own else None
                 suffix = f"#{version}" if version else ""
@@ -779,6 +829,9 @@ class FactRecorder:
         if name == "dict" and not args and kwargs:
             entries = tuple((repr(k), v, 0) if k is not None else (None, v, 2) for k, v in kwargs if v is not None)
             return (("l", self._site(scope, node), entries) if entries else None,)
+        if name in _EMPTY_CONTAINERS and not node.args and not node.keywords:
+            # `modules = set()`, as `[]` and `{}`: a container of its own even while empty
+            return (("l", self._site(scope, node, _EMPTY_CONTAINERS[name]), ()),)
         if name in VIEWS:
             return (("V", *values) if values else None,)
         if name in ("eval", "exec"):

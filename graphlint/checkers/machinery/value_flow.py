@@ -4,8 +4,11 @@ holds, solved to a least fixed point over every file's facts (`value_facts`).
 Context-insensitive, like PyCG: a parameter holds what any caller passes, an attribute what
 any method stores, a container everything put in it. A value is a string: a function,
 lambda or class qualname; ``!C`` an instance of class ``C``; ``~m`` the method ``m`` bound
-to an instance (calling it passes ``self``); ``^O^C`` what super() gives in a method of
-``O`` on an instance of ``C``; ``?name`` something outside the project (a builtin, a
+to an instance (calling it passes ``self``); ``+C`` an instance of ``C`` or of any project
+subclass (`class_hierarchy`: a parameter an `isinstance` test narrows, a Protocol annotation),
+``&C`` the same for ``self`` in a method of a class others derive from; ``^O^C`` what
+super() gives in a method of ``O`` on an instance of ``C`` (``^O^+C``: on a cone); ``@f``
+`f.__get__`, which binds ``f`` to an object; ``?name`` something outside the project (a builtin, a
 library), which calling is a leaf of the exported graph and nothing more. A worklist
 re-evaluates a fact whenever a location it read gains values. A location that saturates
 (`_saturate`) keeps what it passed on before, so the result depends on the order facts run
@@ -21,9 +24,10 @@ from __future__ import annotations
 import builtins
 from bisect import bisect_right
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
+from graphlint.checkers.machinery.class_hierarchy import ClassHierarchy
 from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.model import ClassSummary, FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.value_containers import ContainerFlow, is_container
@@ -32,6 +36,13 @@ _EMPTY: frozenset[str] = frozenset()
 _BUILTINS = frozenset(dir(builtins))
 _MAX_ALIAS_HOPS = 8
 MAX_VALUES = 16  # a location that may hold more is too imprecise to call through: unresolved
+# A cone (`class_hierarchy`) fans out to the methods its classes define. `self`'s cone (``&C``)
+# is implied in every method of every base class, so it gets the locations' limit; a declared
+# type (``+C``: an isinstance test, a Protocol annotation) is the programmer's statement of
+# what may be there, and each implementation of it is code that may run (vLLM's
+# `SupportsEncoderCudaGraph` has 21): twice that.
+MAX_DECLARED = 2 * MAX_VALUES
+_CONES = "+&"
 _MAX_OUTSIDE_DEPTH = 6  # `?torch.nn.functional.relu`: dots in an outside name we still follow
 # Outside calls that never reorder a list passed to them (any other may: `random.shuffle(xs)`).
 _KEEPS_ORDER = frozenset(
@@ -82,6 +93,7 @@ class ValueFlow(ContainerFlow):
         self._resolved: dict[str, str | None] = {}
         self._saturated: set[str] = set()
         self._chains: dict[str, tuple[ClassSummary, ...]] = {}
+        self._hierarchy: ClassHierarchy | None = None
         self._keys: dict[str, set[str]] = {}  # container -> its keys (value_containers)
         self._collapsed: set[str] = set()  # lists whose positions no longer count
         self._constants: dict[str, str | None] = {}  # module-level constants (key -> repr)
@@ -93,8 +105,9 @@ class ValueFlow(ContainerFlow):
             "g": lambda e: self._global(e[1]),
             "w": self._star_imported,
             "d": lambda e: {e[1]},
-            "i": lambda e: _EMPTY if e[1] in self.names.protocols else {"!" + e[1]},  # `self` of a Protocol
+            "i": self._self_values,
             "n": self._instances,
+            "+": self._narrowed,
             "a": self._attribute,
             "c": self._call,
             "k": self._decorate,
@@ -194,7 +207,7 @@ class ValueFlow(ContainerFlow):
                 self._add(location, values)
         elif tag == "a":
             for holder in sorted(self.evaluate(target[1])):
-                owner = holder[1:] if holder[0] == "!" else holder
+                owner = holder[1:] if holder[0] in "!+&" else holder
                 if owner in self.names.classes:
                     self._add(f"{owner}.{target[2]}", values)
         elif tag in "[:{":
@@ -216,10 +229,12 @@ class ValueFlow(ContainerFlow):
 
     def _plain_attribute(self, holder: str, attr: str) -> bool:
         """Whether ``holder.attr`` reads back what was stored (no method, property or hook)."""
-        cls = holder[1:] if holder[0] == "!" else holder
+        cls = holder[1:] if holder[0] in "!+&" else holder
         if cls not in self.names.classes:
             return False
-        return all(self._method(cls, name) is None for name in (attr, "__setattr__", "__getattribute__"))
+        classes = self.hierarchy.cone(cls) if holder[0] in _CONES else (cls,)
+        names = (attr, "__setattr__", "__getattribute__")
+        return all(self._method(sub, name) is None for sub in classes for name in names)
 
     def _locations_of(self, expr: tuple) -> tuple[str, ...]:
         """The locations a name expression reads (`v`: one; `g`: it and what it re-exports)."""
@@ -345,20 +360,83 @@ class ValueFlow(ContainerFlow):
             first = holder[0]
             if first == "!":
                 self._instance_attribute(holder[1:], attr, holder, found, skip=None)
+            elif first in _CONES:
+                found |= self._capped(self._cone_attribute(holder[1:], attr), first)
             elif first == "^":
                 _, owner, cls = holder.split("^")
-                before = len(found)
-                self._instance_attribute(cls, attr, "!" + cls, found, skip=owner)
-                if attr == "__call__" and len(found) == before:
-                    self._module_call(cls, owner, found)
+                if cls[0] in _CONES:
+                    parts = (self._after(sub, owner, attr) for sub in self.hierarchy.cone(cls[1:]))
+                    found |= self._capped(parts, cls[0])
+                else:
+                    found |= self._after(cls, owner, attr)
             elif holder in self.names.classes:
                 self._class_attribute(holder, attr, found)
+            elif attr == "__get__" and holder in self.defs:
+                found.add("@" + holder)  # the descriptor protocol: `f.__get__(obj, cls)` binds f to obj
             elif first == "?" and holder.count(".") < _MAX_OUTSIDE_DEPTH:
                 found.add(f"{holder}.{attr}")  # bounded: `node = node.next` would never end
         return found
 
-    def _instance_attribute(self, cls: str, attr: str, instance: str, found: set[str], skip: str | None) -> None:
-        """``instance.attr`` along the bases of ``cls`` (after ``skip``, for super())."""
+    @property
+    def hierarchy(self) -> ClassHierarchy:
+        """The project's subclasses of each class (built when first asked)."""
+        if self._hierarchy is None:
+            self._hierarchy = ClassHierarchy(self.names.classes, self._chain, self.names.protocols, self._resolve)
+        return self._hierarchy
+
+    def _self_values(self, expr: tuple) -> set[str] | frozenset[str]:
+        """``self`` in a method of a class: its instance, and the cone when project classes
+        derive from it (they inherit the method, or reach it through super()). For a
+        Protocol, a static type whose own instance never exists (`protocols`), only the
+        classes that implement it by name."""
+        cls = expr[1]
+        if cls in self.names.protocols:
+            implementers = self.hierarchy.instance(cls)
+            return {implementers} if implementers is not None else _EMPTY
+        return {"!" + cls, "&" + cls} if self.hierarchy.subclasses(cls) else {"!" + cls}
+
+    def _narrowed(self, expr: tuple) -> set[str]:
+        """`isinstance(p, C)`: an instance of each project class C names, or of a subclass;
+        of a library class, an instance of a project class derived from it (the library's
+        own instances are outside: no value)."""
+        classes = self.names.classes
+        found = (self.hierarchy.instance(v) for v in self.evaluate(expr[1]) if v in classes or v[0] == "?")
+        return {v for v in found if v is not None}
+
+    def _cone_attribute(self, cls: str, attr: str) -> Iterator[set[str]]:
+        """``attr`` on an instance of each class of the cone of ``cls``. A method found is not
+        bound here: its ``self`` already holds every instance that inherits it (`_self_values`)."""
+        for sub in self.hierarchy.cone(cls):
+            part: set[str] = set()
+            self._instance_attribute(sub, attr, "&" + cls, part, skip=None, bind=False)
+            yield part
+
+    @staticmethod
+    def _capped(parts: Iterable[set[str]], kind: str) -> set[str] | frozenset[str]:
+        """The union of what a cone's classes give, or nothing when that is more than the
+        cone's limit (``&``: `MAX_VALUES`, ``+``: `MAX_DECLARED`): too many to call through,
+        as a saturated location."""
+        limit = MAX_VALUES if kind == "&" else MAX_DECLARED
+        found: set[str] = set()
+        for part in parts:
+            found |= part
+            if len(found) > limit:
+                return _EMPTY
+        return found
+
+    def _after(self, cls: str, owner: str, attr: str) -> set[str]:
+        """``attr`` of an instance of ``cls`` looked up after ``owner`` (super())."""
+        found: set[str] = set()
+        self._instance_attribute(cls, attr, "!" + cls, found, skip=owner)
+        if attr == "__call__" and not found:
+            self._module_call(cls, owner, found)
+        return found
+
+    def _instance_attribute(
+        self, cls: str, attr: str, instance: str, found: set[str], skip: str | None, bind: bool = True
+    ) -> None:
+        """``instance.attr`` along the bases of ``cls`` (after ``skip``, for super()); ``bind``:
+        pass ``instance`` to a plain method's ``self`` (a property always gets it)."""
         for summary in self._chain(cls):
             if skip is not None:
                 if summary.qualname == skip:
@@ -375,7 +453,8 @@ class ValueFlow(ContainerFlow):
                 self._bind_self(method, instance)
                 found |= self._read(f"{method}.<return>")
             else:
-                self._bind_self(method, summary.qualname if kind == "c" else instance)
+                if bind or kind == "c":
+                    self._bind_self(method, summary.qualname if kind == "c" else instance)
                 found.add("~" + method)
             return
 
@@ -409,9 +488,19 @@ class ValueFlow(ContainerFlow):
             self._add(f"{method}.<locals>.{params[0][0]}", {value})
 
     def _instances(self, expr: tuple) -> set[str]:
-        """An annotation's instances; a Protocol names no class whose code runs (`protocols`)."""
+        """An annotation's instances. A Protocol names no class whose code runs (`protocols`):
+        what it stands for is an instance of one of the project classes that derive from it
+        by name (a cone, `class_hierarchy`), or nothing the flow can follow."""
         protocols = self.names.protocols
-        return {"!" + v for v in self.evaluate(expr[1]) if v in self.names.classes and v not in protocols}
+        found: set[str] = set()
+        for value in self.evaluate(expr[1]):
+            if value in protocols:
+                implementers = self.hierarchy.instance(value)
+                if implementers is not None:
+                    found.add(implementers)
+            elif value in self.names.classes:
+                found.add("!" + value)
+        return found
 
     def _super(self, expr: tuple) -> set[str]:
         owner = expr[1]
@@ -420,7 +509,7 @@ class ValueFlow(ContainerFlow):
     def _explicit_super(self, expr: tuple) -> set[str]:
         """`super(Cls, obj)`: ``obj``'s instances, their attributes looked up after ``Cls``."""
         owners = [c for c in sorted(self.evaluate(expr[1])) if c in self.names.classes]
-        instances = [v[1:] for v in sorted(self.evaluate(expr[2])) if v[0] == "!"]
+        instances = [v[1:] if v[0] == "!" else v for v in sorted(self.evaluate(expr[2])) if v[0] in "!+&"]
         return {f"^{owner}^{cls}" for owner in owners for cls in instances}
 
     # -- calls ---------------------------------------------------------------------------------
@@ -429,12 +518,17 @@ class ValueFlow(ContainerFlow):
         positional = self._positional(args)
         keywords = [(name, self.evaluate(value)) for name, value in kwargs]
         result: set[str] = set()
-        for value in sorted(self.evaluate(callee)):
+        for value in sorted(self._callables(self.evaluate(callee))):
             if value[0] == "?":
                 self.outside.setdefault(key[0], set()).add(value[1:])
                 if value[1:] not in _KEEPS_ORDER:
                     for _, values in (*positional, *keywords):
                         self._escape(values)
+                continue
+            if value[0] == "@":  # `f.__get__(obj, cls)`: f as a method of obj (`self.forward = ...`)
+                for instance in sorted(positional[0][1]) if positional else ():
+                    self._bind_self(value[1:], instance)
+                result.add("~" + value[1:])
                 continue
             target, shift = self._target(value, result)
             if target is None:
@@ -443,6 +537,20 @@ class ValueFlow(ContainerFlow):
             self._bind(target, shift, positional, keywords)
             result |= self._read(f"{target}.<return>")
         return result
+
+    def _callables(self, values: set[str] | frozenset[str]) -> set[str] | frozenset[str]:
+        """What calling each value runs, a cone's as the `forward` (or `__call__`) of each of
+        its classes, bound methods whose ``self`` already holds the cone (`_self_values`)."""
+        if not any(v[0] in _CONES for v in values):
+            return values
+        found = {v for v in values if v[0] not in _CONES}
+        for value in sorted(values - found):
+            methods = (
+                {self._method(sub, "forward") or self._method(sub, "__call__")}
+                for sub in self.hierarchy.cone(value[1:])
+            )
+            found |= {"~" + m for m in self._capped(methods, value[0]) if m is not None}
+        return found
 
     def _positional(self, args: tuple) -> list[tuple[bool, set[str] | frozenset[str]]]:
         """Each positional argument's values, a starred one's elements."""

@@ -312,7 +312,10 @@ _TORCH_NON_TENSOR_PREFIXES = (
     "torch.types.",
 )
 _TENSOR_RETURNING_PREFIXES = ("torch.nn.functional.", "torch.special.", "torch.linalg.", "torch.fft.")
-_HOST_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray", "torch.from_numpy"})
+# A generator's state is a CPU ByteTensor, the CUDA generator's too (Megatron's RNG tracker
+# compares `torch.get_rng_state()` before and after a region and reads the result).
+_RNG_STATES = frozenset({"torch.get_rng_state", "torch.random.get_rng_state", "torch.cuda.get_rng_state"})
+_HOST_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray", "torch.from_numpy", *_RNG_STATES})
 # Factories that make a tensor from nothing: on the CPU when no `device=` is given.
 CPU_DEFAULT_FACTORIES = frozenset(
     f"torch.{name}"
@@ -445,7 +448,7 @@ def is_false(node: ast.expr | None) -> bool:
 
 def host_factory_kind(name: str, call: ast.Call) -> Ty:
     """torch.tensor & co.: on the host unless a device says otherwise."""
-    if name == "torch.from_numpy":
+    if name == "torch.from_numpy" or name in _RNG_STATES:
         return T_HOST
     device = keyword(call, "device")
     return T_HOST if device_is_host(device) else T_TENSOR

@@ -307,9 +307,10 @@ def inject(source: str, injection: Injection) -> tuple[str, int]:
 
 
 def run_injections(
-    package: Package, root: Path, injections: list[Injection], jobs: int, cache_dir: Path
+    package: Package, root: Path, injections: list[Injection], jobs: int, cache_dir: Path, values: bool = False
 ) -> dict[str, bool]:
-    """Each injected hazard, in its own copy of the release: found where it was put, or not.
+    """Each injected hazard, in its own copy of the release: found where it was put, or not
+    (``values``: with `--follow-values`, the opt-in reach).
 
     The copies share one graphlint cache (summaries are keyed by content), so each run
     re-reads only the file that changed.
@@ -333,6 +334,7 @@ def run_injections(
                     "--exit-zero",
                     "--jobs",
                     str(jobs),
+                    "--follow-values" if values else "--no-follow-values",
                     *package.paths,
                 ],
                 copy,
@@ -525,6 +527,22 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
 
 
+def injections_only(args: argparse.Namespace, values: bool) -> int:
+    """Recall on the injected hazards alone: what the opt-in value reach finds that names miss."""
+    cache = Path(args.cache).expanduser()
+    wanted = set(args.packages.split(",")) if args.packages else None
+    recall: dict[str, bool] = {}
+    for package in load_manifest():
+        chosen = [i for i in load_injections() if i.package == package.name]
+        if chosen and (wanted is None or package.name in wanted):
+            root = unpack(package, fetch(package, cache), cache)
+            recall.update(run_injections(package, root, chosen, args.jobs, cache / "graphlint", values))
+    print(f"Injected hazards found ({'values' if values else 'names'} followed): {sum(recall.values())}/{len(recall)}.")
+    for name, hit in sorted(recall.items()):
+        print(f"  {'found ' if hit else 'MISSED'} {name}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_arguments(parser)
@@ -536,7 +554,15 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the recall runs (injected hazards, bugs fixed between releases)",
     )
     parser.add_argument("--json", metavar="FILE", help="write findings, reach and precision as JSON")
+    parser.add_argument(
+        "--injections-only",
+        metavar="MODE",
+        choices=("names", "values"),
+        help="only the injected hazards' recall, following names (the default check's mode) or values",
+    )
     args = parser.parse_args(argv)
+    if args.injections_only:
+        return injections_only(args, args.injections_only == "values")
     cache = Path(args.cache).expanduser()
     wanted = set(args.packages.split(",")) if args.packages else None
     packages = [p for p in load_manifest() if wanted is None or p.name in wanted]

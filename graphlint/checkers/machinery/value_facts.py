@@ -320,13 +320,10 @@ class FactRecorder:
         tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
         params = self.defs.get(scope.qualname, ((),))[0] if scope.kind == "function" else ()
         for node in tests:
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"):
+            tested = _isinstance_of_name(node)
+            if tested is None or tested[0].id not in params:
                 continue
-            if len(node.args) != 2 or node.keywords or not isinstance(node.args[0], ast.Name):
-                continue
-            if node.args[0].id not in params:
-                continue
-            param, classes = self.ex(scope, node.args[0]), node.args[1]
+            param, classes = self.ex(scope, tested[0]), tested[1]
             parts = classes.elts if isinstance(classes, ast.Tuple) else [classes]
             checked = tuple(e for e in (self.ex(scope, part) for part in parts) if e is not None and e[0] in ("g", "v"))
             if param is not None and param[0] == "v" and checked:
@@ -500,16 +497,14 @@ class FactRecorder:
         test, then = body[0].test, body[0].body
         if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)) or not isinstance(then[-1], ast.Raise):
             return
-        call = test.operand
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "isinstance"):
+        tested = _isinstance_of_name(test.operand)
+        if tested is None:
             return
-        if len(call.args) != 2 or call.keywords or not isinstance(call.args[0], ast.Name):
-            return
-        name = call.args[0].id
+        name = tested[0].id
         params = self.defs[inner.qualname][0]
         if name not in params or name in _assigned_in(node.body):
             return
-        checked = self.ex(inner, call.args[1])
+        checked = self.ex(inner, tested[1])
         if checked is not None and checked[0] in ("g", "v"):
             location = self.intern(inner.loc(name))
             self.facts.append(("G", location, checked))
@@ -951,6 +946,15 @@ def _join(first: Expr | None, second: Expr | None) -> Expr | None:
     if second is None:
         return first
     return ("u", first, second)
+
+
+def _isinstance_of_name(node: ast.expr) -> tuple[ast.Name, ast.expr] | None:
+    """`isinstance(name, classes)`: the name tested and the classes expression, else None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"):
+        return None
+    if len(node.args) != 2 or node.keywords or not isinstance(node.args[0], ast.Name):
+        return None
+    return node.args[0], node.args[1]
 
 
 def _local_names(body: list[ast.stmt], names: set[str], declared: set[str]) -> None:

@@ -361,7 +361,7 @@ class ValueFlow(ContainerFlow):
             if first == "!":
                 self._instance_attribute(holder[1:], attr, holder, found, skip=None)
             elif first in _CONES:
-                found |= self._capped(self._cone_attribute(holder[1:], attr), first)
+                found |= self._capped(self._cone_attribute(holder, attr), first)
             elif first == "^":
                 _, owner, cls = holder.split("^")
                 if cls[0] in _CONES:
@@ -403,12 +403,13 @@ class ValueFlow(ContainerFlow):
         found = (self.hierarchy.instance(v) for v in self.evaluate(expr[1]) if v in classes or v[0] == "?")
         return {v for v in found if v is not None}
 
-    def _cone_attribute(self, cls: str, attr: str) -> Iterator[set[str]]:
-        """``attr`` on an instance of each class of the cone of ``cls``. A method found is not
-        bound here: its ``self`` already holds every instance that inherits it (`_self_values`)."""
-        for sub in self.hierarchy.cone(cls):
+    def _cone_attribute(self, cone: str, attr: str) -> Iterator[set[str]]:
+        """``attr`` on an instance of each class of ``cone`` (``+C`` or ``&C``). A method found
+        is not bound here: its ``self`` already holds every instance that inherits it
+        (`_self_values`); a property's ``self`` gets the cone itself."""
+        for sub in self.hierarchy.cone(cone[1:]):
             part: set[str] = set()
-            self._instance_attribute(sub, attr, "&" + cls, part, skip=None, bind=False)
+            self._instance_attribute(sub, attr, cone, part, skip=None, bind=False)
             yield part
 
     @staticmethod

@@ -34,11 +34,15 @@ RULE = declare(
             "partly or wholly without a graph."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 loss = model(static_x).mean()
                 if_nan = loss.item()  # host sync: the capture fails
         """,
         use_instead="""
+            import torch
+
             with torch.cuda.graph(g):
                 loss = model(static_x).mean()
             g.replay()

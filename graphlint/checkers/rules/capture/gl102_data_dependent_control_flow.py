@@ -28,12 +28,16 @@ RULE = declare(
             "graph and every replay takes it, whatever the data says."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 y = model(x)
                 if y.abs().max() > 10:
                     y = y / 10
         """,
         use_instead="""
+            import torch
+
             with torch.cuda.graph(g):
                 y = model(x)
                 scale = torch.where(y.abs().amax() > 10, 0.1, 1.0)

@@ -29,11 +29,15 @@ RULE = declare(
             "elements."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 idx = scores.nonzero()
                 kept = x[scores > 0]
         """,
         use_instead="""
+            import torch
+
             with torch.cuda.graph(g):
                 idx = scores.nonzero_static(size=max_items)
                 kept = torch.where(scores > 0, x, 0)

@@ -27,11 +27,15 @@ RULE = declare(
             "replay reuses it. Copies from pageable host memory also fail the capture."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 scale = torch.tensor([lr], device="cuda")
                 out = x * scale
         """,
         use_instead="""
+            import torch
+
             static_scale = torch.tensor([lr], device="cuda")
             with torch.cuda.graph(g):
                 out = x * static_scale

@@ -29,16 +29,39 @@ RULE = declare(
             "the clock never moves, the random draw never changes, the counter stays at one."
         ),
         example="""
-            def forward(self, x):
-                self.calls += 1
-                noise = random.random()
-                return x * noise
+            import random
+
+            import torch
+
+            class Noisy(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.calls = 0
+
+                def forward(self, x):
+                    self.calls += 1
+                    return x * random.random()
+
+            model = Noisy()
+            with torch.cuda.graph(g):
+                out = model(static_x)
         """,
         use_instead="""
-            def forward(self, x):
-                self.calls_t += 1  # a device tensor: updated on every replay
-                noise = torch.rand((), device=x.device)
-                return x * noise
+            import torch
+
+            class Noisy(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.calls = torch.zeros((), device="cuda")  # counted on every replay
+
+                def forward(self, x):
+                    self.calls += 1
+                    return x * torch.rand((), device=x.device)
+
+            model = Noisy()
+            model(static_x)  # warm-up
+            with torch.cuda.graph(g):
+                out = model(static_x)
         """,
         consequences={
             GRAPH: "host code runs once at capture; every replay reuses the value it produced then",

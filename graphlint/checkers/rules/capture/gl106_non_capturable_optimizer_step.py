@@ -31,6 +31,8 @@ RULE = declare(
             "non-finite check sync on every call."
         ),
         example="""
+            import torch
+
             opt = torch.optim.Adam(model.parameters(), lr=1e-3)
             with torch.cuda.graph(g):
                 loss = model(x).sum()
@@ -38,6 +40,8 @@ RULE = declare(
                 opt.step()
         """,
         use_instead="""
+            import torch
+
             opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True)
             with torch.cuda.graph(g):
                 loss = model(x).sum()

@@ -30,11 +30,15 @@ RULE = declare(
             "context exits they are freed and replays read freed or stale memory."
         ),
         example="""
+            import torch
+
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 with torch.cuda.graph(g):
                     out = model(static_x)
         """,
         use_instead="""
+            import torch
+
             with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
                 with torch.cuda.graph(g):
                     out = model(static_x)

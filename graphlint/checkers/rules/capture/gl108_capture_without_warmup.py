@@ -30,11 +30,15 @@ RULE = declare(
             "PyTorch's documentation runs it on a side stream, the safest form."
         ),
         example="""
+            import torch
+
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
                 static_out = model(static_x)
         """,
         use_instead="""
+            import torch
+
             s = torch.cuda.Stream()
             s.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(s):

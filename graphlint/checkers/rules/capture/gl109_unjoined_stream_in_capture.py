@@ -30,12 +30,16 @@ RULE = declare(
             "unordered."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 with torch.cuda.stream(side):
                     b = proj(x)
                 out = a + b
         """,
         use_instead="""
+            import torch
+
             with torch.cuda.graph(g):
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):

@@ -28,11 +28,15 @@ RULE = declare(
             "numbers."
         ),
         example="""
+            import torch
+
             gen = torch.Generator(device="cuda")
             with torch.cuda.graph(g):
                 mask = torch.rand(x.shape, device="cuda", generator=gen) > p
         """,
         use_instead="""
+            import torch
+
             gen = torch.Generator(device="cuda")
             g.register_generator_state(gen)
             with torch.cuda.graph(g):

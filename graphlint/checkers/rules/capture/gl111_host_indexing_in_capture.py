@@ -28,11 +28,15 @@ RULE = declare(
             "seen at capture is frozen."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 head = x[[0, 2, 4]]
                 prefix = x[: lengths.max()]
         """,
         use_instead="""
+            import torch
+
             index = torch.tensor([0, 2, 4], device="cuda")  # built once, before capture
             with torch.cuda.graph(g):
                 head = x.index_select(0, index)

@@ -27,10 +27,14 @@ RULE = declare(
             "is illegal during stream capture."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 host_buf = torch.empty(n, pin_memory=True)
         """,
         use_instead="""
+            import torch
+
             host_buf = torch.empty(n, pin_memory=True)  # allocated once, before capture
             with torch.cuda.graph(g):
                 out = model(static_x)

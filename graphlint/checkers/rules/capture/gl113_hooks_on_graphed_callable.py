@@ -27,10 +27,14 @@ RULE = declare(
             "requires modules without hooks."
         ),
         example="""
+            import torch
+
             layer.register_forward_hook(record_activation)
             graphed = torch.cuda.make_graphed_callables(layer, (x,))
         """,
         use_instead="""
+            import torch
+
             graphed = torch.cuda.make_graphed_callables(layer, (x,))
             out = graphed(x)
             record_activation(layer, (x,), out)  # outside the graph, explicitly

@@ -33,6 +33,8 @@ RULE = declare(
             "per-batch results ends up with the last batch repeated."
         ),
         example="""
+            import torch
+
             results = []
             for batch in loader:
                 static_x.copy_(batch)
@@ -40,6 +42,8 @@ RULE = declare(
                 results.append(static_out)
         """,
         use_instead="""
+            import torch
+
             results = []
             for batch in loader:
                 static_x.copy_(batch)

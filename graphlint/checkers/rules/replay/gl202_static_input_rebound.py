@@ -31,11 +31,15 @@ RULE = declare(
             "data is ignored without any error."
         ),
         example="""
+            import torch
+
             for batch in loader:
                 static_x = batch
                 g.replay()
         """,
         use_instead="""
+            import torch
+
             for batch in loader:
                 static_x.copy_(batch)
                 g.replay()

@@ -22,11 +22,19 @@ RULE = declare(
         ),
         why="The graph recomputes on the inputs it already had: every iteration returns the same result.",
         example="""
+            import torch
+
+            with torch.cuda.graph(g):
+                static_out = model(static_x)
             for batch in loader:
                 g.replay()
                 outputs.append(static_out.clone())
         """,
         use_instead="""
+            import torch
+
+            with torch.cuda.graph(g):
+                static_out = model(static_x)
             for batch in loader:
                 static_x.copy_(batch)
                 g.replay()

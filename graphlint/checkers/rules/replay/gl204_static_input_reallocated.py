@@ -20,11 +20,15 @@ RULE = declare(
             "its storage, and replays read and write freed or reused memory."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 out = model(static_x)
             static_x.resize_(new_batch, dim)
         """,
         use_instead="""
+            import torch
+
             static_x = torch.empty(max_batch, dim, device="cuda")
             with torch.cuda.graph(g):
                 out = model(static_x[:batch])

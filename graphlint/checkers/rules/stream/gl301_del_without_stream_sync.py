@@ -30,13 +30,19 @@ RULE = declare(
             "the current stream gets the same memory while `s` is using it."
         ),
         example="""
+            import torch
+
             x = torch.randn(n, device="cuda")
+            side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 y = x * 2
             del x
         """,
         use_instead="""
+            import torch
+
             x = torch.randn(n, device="cuda")
+            side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 y = x * 2
                 x.record_stream(side)

@@ -22,11 +22,19 @@ RULE = declare(
         ),
         why="Streams run concurrently: the consumer can read the tensor before the producer has written it.",
         example="""
+            import torch
+
+            side = torch.cuda.Stream()
+            x = torch.randn(8, 64, device="cuda")
             h = model(x)
             with torch.cuda.stream(side):
                 summary = h.mean()
         """,
         use_instead="""
+            import torch
+
+            side = torch.cuda.Stream()
+            x = torch.randn(8, 64, device="cuda")
             h = model(x)
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):

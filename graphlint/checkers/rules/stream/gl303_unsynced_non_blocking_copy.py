@@ -25,10 +25,14 @@ RULE = declare(
             "garbage or stale values."
         ),
         example="""
+            import torch
+
             host = logits.to("cpu", non_blocking=True)
             tokens = host.argmax(-1).tolist()
         """,
         use_instead="""
+            import torch
+
             host = logits.to("cpu", non_blocking=True)
             done = torch.cuda.Event()
             done.record()

@@ -17,7 +17,7 @@ RULE = declare(
         code="GL105",
         preview=True,
         preview_reason=(
-            "On the real-code corpus (benchmarks/corpus: vLLM, SGLang, Megatron-core, TransformerEngine, DeepSpeed, tensordict, torchrl, torchtitan, torchao; 10,640 files) it reported 1 finding before the 2026-11-29 precision work, not a hazard (a test model's call counter that only the test's assertions read); it reports none now. 0 of 1 labelled is below the 90% bar and too few to vouch for the rule."
+            "The labelled finding, from before the 2026-11-29 precision work, was not a hazard (a test model's call counter that only the test's assertions read), and it reports none now: too few findings to vouch for the rule."
         ),
         name="host-state-frozen-in-capture",
         summary=(

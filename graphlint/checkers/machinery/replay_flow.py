@@ -545,6 +545,8 @@ class ReplayFlow(FlowState):
             if inputs is not None and not inputs:
                 continue  # a graph that reads no input: nothing to update
             replay, reached = self._first_replay_reached(loop, graph, inputs, fresh)
+            if replay is not None and _mentions(replay.func, fresh):
+                continue  # `for g in graphs: g.replay()`, `graphs[key(c)].replay()`: the data picks the graph
             if replay is not None and not reached:
                 self.emit(StaleReplay(replay, graph, tuple(sorted(fresh))))
 

@@ -40,10 +40,14 @@ UNUSED_SUPPRESSION = declare(
             "that line. Removing it keeps suppressions meaningful."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 y = model(x)  # noqa: GL101
         """,
         use_instead="""
+            import torch
+
             with torch.cuda.graph(g):
                 y = model(x)
         """,

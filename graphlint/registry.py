@@ -28,8 +28,11 @@ class Rule:
     # Preview: precision on the real-code corpus below 90%. Off unless `--preview` or
     # `preview = true`; the code stays the same when a rule moves in or out of preview.
     preview: bool = False
-    preview_reason: str = ""  # the measured precision that keeps it in preview
-    default_set_note: str = ""  # why a rule with few corpus findings stays in the default set
+    # What the false corpus findings were, in words. The counts the page quotes beside it
+    # (labelled findings, fixture cases, injected hazards) are not typed here: they come
+    # from graphlint/rule_evidence_data.py, generated from the labels and fixtures.
+    preview_reason: str = ""
+    default_set_note: str = ""  # anything more to say about a default-set rule's evidence
     # What the hazard does in each kind of capture region ("graph", "compile"), appended to
     # the candidate's message when the project phase reports it.
     consequences: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
@@ -70,15 +73,50 @@ class Rule:
         return "\n".join(parts) + "\n"
 
     def _status_lines(self) -> list[str]:
+        measured, pinned = rule_evidence(self.code)
         if self.preview:
             text = (
                 "This rule is in preview: it runs only with `--preview` or `preview = true` in "
-                f"`[tool.graphlint]`. {self.preview_reason}"
+                f"`[tool.graphlint]`. {measured[:1].upper()}{measured[1:]} {self.preview_reason} {pinned}"
             )
-            return [textwrap.fill(text.strip(), 88), ""]
-        if self.default_set_note:
-            return [textwrap.fill(f"In the default set: {self.default_set_note}", 88), ""]
+            return [textwrap.fill(" ".join(text.split()), 88), ""]
+        if measured or self.default_set_note:
+            text = f"In the default set: {measured} {pinned} {self.default_set_note}"
+            return [textwrap.fill(" ".join(text.split()), 88), ""]
         return []
+
+
+def rule_evidence(code: str) -> tuple[str, str]:
+    """What the rule did on the real-code corpus, and what pins it, with the counts generated
+    from the labels and fixtures (scripts/rule_evidence.py); empty for a rule without fixtures."""
+    from graphlint.rule_evidence_data import CORPUS, EVIDENCE
+
+    counts = EVIDENCE.get(code)
+    if counts is None:
+        return "", ""
+    corpus = f"the real-code corpus (benchmarks/corpus: {CORPUS})"
+    labelled, true = counts["labelled"], counts["true"]
+    if labelled:
+        share = true / labelled
+        bar = "at or above" if share >= 0.9 else "below"
+        measured = (
+            f"on {corpus}, {true} of its {labelled} labelled findings {'is' if true == 1 else 'are'} real "
+            f"({share:.1%}, {bar} the 90% bar; benchmarks/corpus/labels.jsonl)."
+        )
+    else:
+        measured = f"it reported nothing on {corpus}, so there is no false alarm to weigh."
+    injected, found = counts["injected"], counts["found"]
+    if injected == 1:
+        recall = f"its recall on real code by one injected hazard, {'found' if found else 'not found'}"
+    elif injected:
+        recall = f"its recall on real code by {injected} injected hazards, {found} of them found"
+    else:
+        recall = "no injected hazard measures its recall on real code yet"
+    pinned = (
+        f"What it reports is pinned by {counts['positives']} positive fixture cases and their negatives, "
+        f"the nearest legal look-alikes (fixtures/rules/{code}); {recall} (benchmarks/corpus/injections.toml)."
+    )
+    return measured, pinned
 
 
 _RULES: dict[str, Rule] = {}

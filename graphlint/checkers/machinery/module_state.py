@@ -28,6 +28,9 @@ class Capture:
     function: str  # qualname of the function holding the capture
     inputs: set[str] = field(default_factory=set)
     outputs: set[str] = field(default_factory=set)
+    # Names and attributes read in it whose kind nothing says: inputs for all the flow knows.
+    # None: the capture's body is not visible (a graph captured elsewhere), any may be one.
+    unknown_reads: set[str] | None = field(default_factory=set)
 
 
 class Binder(Protocol):

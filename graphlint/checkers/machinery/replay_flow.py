@@ -29,6 +29,7 @@ from graphlint.checkers.machinery.call_targets import CallTarget, FunctionTarget
 from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.module_state import Capture
 from graphlint.checkers.machinery.names import evaluation_order, source_text
+from graphlint.checkers.machinery.tensor_uses import EVIDENCE_METHODS
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.module_state import Binder, ModuleState
@@ -198,6 +199,8 @@ def note_capture(walker: Binder, body: list[ast.stmt], graph: ast.AST | None, li
                         if element_key:
                             capture.outputs.add(element_key)
                             assigned.add(element_key)
+    called = {id(node.func) for stmt in body for node in ast.walk(stmt) if isinstance(node, ast.Call)}
+    unknown: set[str] = set()
     for stmt in body:
         for node in ast.walk(stmt):
             if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
@@ -207,6 +210,9 @@ def note_capture(walker: Binder, body: list[ast.stmt], graph: ast.AST | None, li
                 ty = walker.ty(node)
                 if ty is not None and ty.tensorish:
                     capture.inputs.add(node_key)
+                elif ty is None and id(node) not in called and walker.resolve(node) is None:
+                    unknown.add(node_key)  # `model(static_x)`, `static_x` never bound here
+    capture.unknown_reads = unknown
     walker.st.captures.append(capture)
 
 
@@ -269,11 +275,17 @@ class ReplayFlow(FlowState):
         self.final = final  # the reporting round (the first only finds runners)
         self.facts = _Facts(graph_alias={c.graph: c.graph for c in captures})
         self.inputs: dict[str, str] = {}
+        self.unknown_inputs: dict[str, str] = {}  # read in a capture, kind unknown: maybe inputs
+        self.unseen: set[str] = set()  # graphs whose capture is not visible: any memory may be an input
         for capture in captures:
             for key in capture.outputs:
                 self.facts.outputs.setdefault(key, capture.graph)
             for key in capture.inputs:
                 self.inputs.setdefault(key, capture.graph)
+            if capture.unknown_reads is None:
+                self.unseen.add(capture.graph)
+            for key in capture.unknown_reads or ():
+                self.unknown_inputs.setdefault(key, capture.graph)
         self.reported: set[tuple[str, int, int]] = set()
         self.loop_depth = 0
         self.loop_replays: list[set[str]] = []
@@ -425,7 +437,8 @@ class ReplayFlow(FlowState):
                 if graph is not None:
                     self._keep(key_of(func.value), value, graph, container=True)
             elif method in _REALLOCATORS:
-                owner = self._input_owner(func.value)
+                # `resize_` proves its receiver a tensor: read in a capture, it is a static input
+                owner = self._input_owner(func.value, by_use=method in EVIDENCE_METHODS)
                 if owner is not None:
                     self.emit(InputReallocated(call, f"{source_text(func.value)}.{method}()", owner, method))
         graph = self._static_call(call)
@@ -435,13 +448,18 @@ class ReplayFlow(FlowState):
     def _replayed(self, graph: str) -> None:
         self.facts.replays[graph] = self.facts.replays.get(graph, 0) + 1
 
-    def _input_owner(self, node: ast.AST) -> str | None:
+    def _input_owner(self, node: ast.AST, by_use: bool = False) -> str | None:
+        """The graph ``node`` is a static input of; ``by_use``: the use at hand proves it a
+        tensor, so a name of unknown kind read in a capture counts too."""
         key = _root_key(node)
         if key is None:
             return None
-        if key in self.inputs:
-            return self.inputs[key]
-        return self.inputs.get(key.split("[", 1)[0])
+        tables = (self.inputs, self.unknown_inputs) if by_use else (self.inputs,)
+        for table in tables:
+            owner = table.get(key) or table.get(key.split("[", 1)[0])
+            if owner is not None:
+                return owner
+        return None
 
     def _keep(self, holder: str | None, value: ast.AST, graph: str, container: bool) -> None:
         if holder is None:
@@ -523,15 +541,24 @@ class ReplayFlow(FlowState):
         if not fresh:
             return
         for graph in sorted(graphs):
-            inputs = {k for k, g in self.inputs.items() if g == graph}
-            if not inputs:
-                continue
+            inputs = self._possible_inputs(graph)
+            if inputs is not None and not inputs:
+                continue  # a graph that reads no input: nothing to update
             replay, reached = self._first_replay_reached(loop, graph, inputs, fresh)
+            if replay is not None and _mentions(replay.func, fresh):
+                continue  # `for g in graphs: g.replay()`, `graphs[key(c)].replay()`: the data picks the graph
             if replay is not None and not reached:
                 self.emit(StaleReplay(replay, graph, tuple(sorted(fresh))))
 
+    def _possible_inputs(self, graph: str) -> set[str] | None:
+        """What may be a static input of ``graph``: the tensors its capture reads and the names
+        of unknown kind it reads. None: its capture is not visible and no input is known, so
+        any memory the loop writes may be one."""
+        inputs = {k for table in (self.inputs, self.unknown_inputs) for k, g in table.items() if g == graph}
+        return None if not inputs and graph in self.unseen else inputs
+
     def _first_replay_reached(
-        self, loop: ast.For | ast.AsyncFor | ast.While, graph: str, inputs: set[str], fresh: set[str]
+        self, loop: ast.For | ast.AsyncFor | ast.While, graph: str, inputs: set[str] | None, fresh: set[str]
     ) -> tuple[ast.Call | None, bool]:
         """The loop's first replay of ``graph``, and whether fresh data reaches an input before it."""
         replay = None
@@ -549,22 +576,18 @@ class ReplayFlow(FlowState):
                 return replay, False
         return replay, False
 
-    def _reaches_input(self, node: ast.AST, graph: str, inputs: set[str], derived: set[str]) -> bool:
+    def _reaches_input(self, node: ast.AST, graph: str, inputs: set[str] | None, derived: set[str]) -> bool:
         if isinstance(node, ast.Assign):
             if not _mentions(node.value, derived):
                 return False
-            reached = False
+            reached = any(_may_be_input(target, inputs, derived) for target in node.targets)
             for target in node.targets:
-                target_key = key_of(target)
-                root = _root_key(target)
-                if target_key in inputs or (root and root.split("[", 1)[0] in inputs):
-                    reached = True
                 derived |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
             return reached
         if isinstance(node, ast.Call) and _mentions(node, derived):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in _INPUT_WRITERS:
-                return self._input_owner(func.value) == graph
+                return _may_be_input(func.value, inputs, derived, in_place=True)
             return self._passes_to_unknown_code(node, derived)  # a helper may copy it in: do not guess
         return False
 
@@ -577,6 +600,19 @@ class ReplayFlow(FlowState):
             if receiver is not None and receiver.kind in T.TENSORISH:
                 return False
         return any(_mentions(arg, derived) for arg in [*call.args, *(kw.value for kw in call.keywords)])
+
+
+def _may_be_input(target: ast.AST, inputs: set[str] | None, derived: set[str], in_place: bool = False) -> bool:
+    """Is ``target`` (assigned to, or written ``in_place``) possibly a static input? With
+    ``inputs`` None (none known), any memory but the fresh data itself, and but a name an
+    assignment merely rebinds."""
+    if inputs is None:
+        root = _root_key(target)
+        base = root.split("[", 1)[0].split(".", 1)[0] if root else None
+        return (in_place or not isinstance(target, ast.Name)) and base is not None and base not in derived
+    key = key_of(target)
+    root = _root_key(target)
+    return key in inputs or bool(root and (root in inputs or root.split("[", 1)[0] in inputs))
 
 
 def _fresh_names(loop: ast.For | ast.AsyncFor | ast.While) -> set[str]:
@@ -696,7 +732,7 @@ def _conventional_captures(walker: Binder) -> list[Capture]:
                 names.add(key)
     if len(graphs) != 1 or not names:
         return []
-    capture = Capture(graphs.pop(), 0, 0, walker.qualname)
+    capture = Capture(graphs.pop(), 0, 0, walker.qualname, unknown_reads=None)
     capture.inputs = {n for n in names if n in written}
     capture.outputs = names - capture.inputs
     return [capture]

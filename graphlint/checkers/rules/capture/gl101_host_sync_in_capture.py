@@ -15,9 +15,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL101",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 45 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="host-sync-in-capture",
         summary=(
             "`.item()`, `.tolist()`, `.cpu()`, `.numpy()`, `.to('cpu')`, "
@@ -34,11 +31,15 @@ RULE = declare(
             "partly or wholly without a graph."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 loss = model(static_x).mean()
                 if_nan = loss.item()  # host sync: the capture fails
         """,
         use_instead="""
+            import torch
+
             with torch.cuda.graph(g):
                 loss = model(static_x).mean()
             g.replay()

@@ -14,9 +14,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL102",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 7 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="data-dependent-control-flow",
         summary=(
             "`if`, `while`, `assert` or a conditional expression whose test is a tensor "
@@ -28,12 +25,16 @@ RULE = declare(
             "graph and every replay takes it, whatever the data says."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 y = model(x)
                 if y.abs().max() > 10:
                     y = y / 10
         """,
         use_instead="""
+            import torch
+
             with torch.cuda.graph(g):
                 y = model(x)
                 scale = torch.where(y.abs().amax() > 10, 0.1, 1.0)

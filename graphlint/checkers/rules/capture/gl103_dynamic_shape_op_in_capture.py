@@ -14,9 +14,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL103",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 9 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="dynamic-shape-op-in-capture",
         summary=(
             "Operations whose output size depends on the data: `nonzero`, `torch.unique`, "
@@ -29,11 +26,15 @@ RULE = declare(
             "elements."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 idx = scores.nonzero()
                 kept = x[scores > 0]
         """,
         use_instead="""
+            import torch
+
             with torch.cuda.graph(g):
                 idx = scores.nonzero_static(size=max_items)
                 kept = torch.where(scores > 0, x, 0)

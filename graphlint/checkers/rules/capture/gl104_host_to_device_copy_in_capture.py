@@ -14,9 +14,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL104",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 7 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="host-to-device-copy-in-capture",
         summary=(
             "`torch.tensor(...)`, `torch.as_tensor`, `torch.from_numpy` onto the GPU, or "
@@ -27,11 +24,15 @@ RULE = declare(
             "replay reuses it. Copies from pageable host memory also fail the capture."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 scale = torch.tensor([lr], device="cuda")
                 out = x * scale
         """,
         use_instead="""
+            import torch
+
             static_scale = torch.tensor([lr], device="cuda")
             with torch.cuda.graph(g):
                 out = x * static_scale

@@ -17,7 +17,7 @@ RULE = declare(
         code="GL105",
         preview=True,
         preview_reason=(
-            "On the real-code corpus (benchmarks/corpus: vLLM, SGLang, Megatron-core, TransformerEngine, DeepSpeed, tensordict, torchrl, torchtitan, torchao; 10,640 files) it reported 1 finding before the 2026-11-29 precision work, not a hazard (a test model's call counter that only the test's assertions read); it reports none now. 0 of 1 labelled is below the 90% bar and too few to vouch for the rule."
+            "The labelled finding, from before the 2026-11-29 precision work, was not a hazard (a test model's call counter that only the test's assertions read), and it reports none now: too few findings to vouch for the rule."
         ),
         name="host-state-frozen-in-capture",
         summary=(
@@ -29,16 +29,39 @@ RULE = declare(
             "the clock never moves, the random draw never changes, the counter stays at one."
         ),
         example="""
-            def forward(self, x):
-                self.calls += 1
-                noise = random.random()
-                return x * noise
+            import random
+
+            import torch
+
+            class Noisy(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.calls = 0
+
+                def forward(self, x):
+                    self.calls += 1
+                    return x * random.random()
+
+            model = Noisy()
+            with torch.cuda.graph(g):
+                out = model(static_x)
         """,
         use_instead="""
-            def forward(self, x):
-                self.calls_t += 1  # a device tensor: updated on every replay
-                noise = torch.rand((), device=x.device)
-                return x * noise
+            import torch
+
+            class Noisy(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.calls = torch.zeros((), device="cuda")  # counted on every replay
+
+                def forward(self, x):
+                    self.calls += 1
+                    return x * torch.rand((), device=x.device)
+
+            model = Noisy()
+            model(static_x)  # warm-up
+            with torch.cuda.graph(g):
+                out = model(static_x)
         """,
         consequences={
             GRAPH: "host code runs once at capture; every replay reuses the value it produced then",

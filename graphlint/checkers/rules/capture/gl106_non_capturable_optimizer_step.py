@@ -15,9 +15,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL106",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 7 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="non-capturable-optimizer-step",
         fix="unsafe",
         summary=(
@@ -31,6 +28,8 @@ RULE = declare(
             "non-finite check sync on every call."
         ),
         example="""
+            import torch
+
             opt = torch.optim.Adam(model.parameters(), lr=1e-3)
             with torch.cuda.graph(g):
                 loss = model(x).sum()
@@ -38,6 +37,8 @@ RULE = declare(
                 opt.step()
         """,
         use_instead="""
+            import torch
+
             opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True)
             with torch.cuda.graph(g):
                 loss = model(x).sum()

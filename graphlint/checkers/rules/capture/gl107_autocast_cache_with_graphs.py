@@ -14,9 +14,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL107",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 4 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="autocast-cache-with-graphs",
         fix="safe",
         summary=(
@@ -30,11 +27,15 @@ RULE = declare(
             "context exits they are freed and replays read freed or stale memory."
         ),
         example="""
+            import torch
+
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 with torch.cuda.graph(g):
                     out = model(static_x)
         """,
         use_instead="""
+            import torch
+
             with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
                 with torch.cuda.graph(g):
                     out = model(static_x)

@@ -14,9 +14,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL109",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 3 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="unjoined-stream-in-capture",
         summary=(
             "Inside a capture, `with torch.cuda.stream(s):` where `s` did not first wait on the "
@@ -30,12 +27,16 @@ RULE = declare(
             "unordered."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 with torch.cuda.stream(side):
                     b = proj(x)
                 out = a + b
         """,
         use_instead="""
+            import torch
+
             with torch.cuda.graph(g):
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):

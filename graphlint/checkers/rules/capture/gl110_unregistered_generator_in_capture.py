@@ -14,9 +14,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL110",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 3 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="unregistered-generator-in-capture",
         summary=(
             "A user `torch.Generator(device='cuda')` passed as `generator=` in a capture, with no "
@@ -28,11 +25,15 @@ RULE = declare(
             "numbers."
         ),
         example="""
+            import torch
+
             gen = torch.Generator(device="cuda")
             with torch.cuda.graph(g):
                 mask = torch.rand(x.shape, device="cuda", generator=gen) > p
         """,
         use_instead="""
+            import torch
+
             gen = torch.Generator(device="cuda")
             g.register_generator_state(gen)
             with torch.cuda.graph(g):

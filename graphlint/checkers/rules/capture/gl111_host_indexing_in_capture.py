@@ -14,9 +14,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL111",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 5 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="host-indexing-in-capture",
         summary=(
             "Indexing or slicing a CUDA tensor with a Python list, a CPU tensor, or slice bounds "
@@ -28,11 +25,15 @@ RULE = declare(
             "seen at capture is frozen."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 head = x[[0, 2, 4]]
                 prefix = x[: lengths.max()]
         """,
         use_instead="""
+            import torch
+
             index = torch.tensor([0, 2, 4], device="cuda")  # built once, before capture
             with torch.cuda.graph(g):
                 head = x.index_select(0, index)

@@ -14,9 +14,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL112",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 4 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="pinned-allocation-in-capture",
         summary=(
             "`pin_memory()` and pinned host allocations (`torch.empty(..., pin_memory=True)` and "
@@ -27,10 +24,14 @@ RULE = declare(
             "is illegal during stream capture."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 host_buf = torch.empty(n, pin_memory=True)
         """,
         use_instead="""
+            import torch
+
             host_buf = torch.empty(n, pin_memory=True)  # allocated once, before capture
             with torch.cuda.graph(g):
                 out = model(static_x)

@@ -12,9 +12,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL113",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 3 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="hooks-on-graphed-callable",
         summary=(
             "`register_forward_hook`, `register_forward_pre_hook`, `register_full_backward_hook` "
@@ -27,10 +24,14 @@ RULE = declare(
             "requires modules without hooks."
         ),
         example="""
+            import torch
+
             layer.register_forward_hook(record_activation)
             graphed = torch.cuda.make_graphed_callables(layer, (x,))
         """,
         use_instead="""
+            import torch
+
             graphed = torch.cuda.make_graphed_callables(layer, (x,))
             out = graphed(x)
             record_activation(layer, (x,), out)  # outside the graph, explicitly

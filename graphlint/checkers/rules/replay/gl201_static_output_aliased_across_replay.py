@@ -16,9 +16,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL201",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 12 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="static-output-aliased-across-replay",
         fix="safe",
         summary=(
@@ -33,6 +30,8 @@ RULE = declare(
             "per-batch results ends up with the last batch repeated."
         ),
         example="""
+            import torch
+
             results = []
             for batch in loader:
                 static_x.copy_(batch)
@@ -40,6 +39,8 @@ RULE = declare(
                 results.append(static_out)
         """,
         use_instead="""
+            import torch
+
             results = []
             for batch in loader:
                 static_x.copy_(batch)

@@ -15,9 +15,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL202",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 4 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="static-input-rebound",
         fix="unsafe",
         summary=(
@@ -31,11 +28,15 @@ RULE = declare(
             "data is ignored without any error."
         ),
         example="""
+            import torch
+
             for batch in loader:
                 static_x = batch
                 g.replay()
         """,
         use_instead="""
+            import torch
+
             for batch in loader:
                 static_x.copy_(batch)
                 g.replay()

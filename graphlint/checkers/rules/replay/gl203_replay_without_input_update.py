@@ -11,9 +11,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL203",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 3 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="replay-without-input-update",
         summary=(
             "A loop that calls `g.replay()` with fresh per-iteration data (a loop target, "
@@ -22,11 +19,19 @@ RULE = declare(
         ),
         why="The graph recomputes on the inputs it already had: every iteration returns the same result.",
         example="""
+            import torch
+
+            with torch.cuda.graph(g):
+                static_out = model(static_x)
             for batch in loader:
                 g.replay()
                 outputs.append(static_out.clone())
         """,
         use_instead="""
+            import torch
+
+            with torch.cuda.graph(g):
+                static_out = model(static_x)
             for batch in loader:
                 static_x.copy_(batch)
                 g.replay()

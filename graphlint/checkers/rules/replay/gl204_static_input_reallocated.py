@@ -10,9 +10,6 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL204",
-        default_set_note=(
-            "it reported nothing on the real-code corpus (benchmarks/corpus, 10,640 files of nine frameworks), so there is no false alarm to weigh; what it reports is pinned by 4 positive fixture cases and their negatives (the nearest legal look-alikes), and its recall on real code by the corpus's injected hazards (benchmarks/corpus/injections.toml)."
-        ),
         name="static-input-reallocated",
         summary="`resize_`, `set_` or `.data =` on a static input after its capture.",
         why=(
@@ -20,11 +17,15 @@ RULE = declare(
             "its storage, and replays read and write freed or reused memory."
         ),
         example="""
+            import torch
+
             with torch.cuda.graph(g):
                 out = model(static_x)
             static_x.resize_(new_batch, dim)
         """,
         use_instead="""
+            import torch
+
             static_x = torch.empty(max_batch, dim, device="cuda")
             with torch.cuda.graph(g):
                 out = model(static_x[:batch])

@@ -528,6 +528,8 @@ def _check(args: argparse.Namespace) -> int:
     if args.baseline:
         result = _apply_baseline(args, result)
     _emit(args, result)
+    for warning in result.warnings:
+        _note(args, f"graphlint: warning: {warning}")
     if result.internal_errors:
         _report_internal_errors(result, args.verbose)
         return EXIT_ERROR

@@ -17,6 +17,7 @@ from pathlib import Path
 from graphlint.analysis import read_source, summarize_source
 from graphlint.cache import SummaryCache, cache_key, run_key
 from graphlint.checkers.machinery.detectors import static_codes
+from graphlint.checkers.machinery.misnamed_modules import misnamed_modules
 from graphlint.checkers.machinery.model import ModuleSummary
 from graphlint.checkers.machinery.project import Project
 from graphlint.checkers.machinery.value_facts import VALUE_FACTS
@@ -25,6 +26,8 @@ from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover
 from graphlint.findings import Finding, sort_findings
 from graphlint.registry import all_rules
+
+_WARNINGS = "|warnings"  # the result cache's key suffix for a run's warnings
 
 # Below this many files to parse, starting worker processes costs more than it saves.
 _PARALLEL_THRESHOLD = 24
@@ -39,6 +42,7 @@ class CheckResult:
     cache_misses: int = 0
     # GL002 findings' tracebacks, keyed by (path, line, message), for `--verbose`.
     tracebacks: dict[tuple[str, int, str], str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what the run could not reach though it read it
 
     @property
     def internal_errors(self) -> list[Finding]:
@@ -170,16 +174,20 @@ def check_files(
     whole_run = _run_key(files, keys, errors, options.selection) + ("|values" if follow else "")
     reused = cache.get_result(whole_run) if not errors else None
     if reused is not None:
-        return CheckResult(list(reused), files, sources, cache_hits=len(files), cache_misses=0)
+        warnings = list(cache.get_result(whole_run + _WARNINGS) or ())
+        return CheckResult(list(reused), files, sources, cache_hits=len(files), cache_misses=0, warnings=warnings)
     summaries = summarize_files(files, sources, keys, errors, cache, options.jobs, codes)
     project = _project(summaries, resolver, codes, follow)
     raw = project.findings()
     raw.extend(_parse_errors(files, summaries))
     internal, tracebacks = _internal_errors(files, summaries, project)
     findings = sort_findings([*_filter(raw, files, summaries, options.selection), *internal])
+    warnings = [misnamed.message() for misnamed in misnamed_modules(project)]
     if not errors and not internal:
         cache.put_result(whole_run, findings)
-    return CheckResult(findings, files, sources, cache.hits, cache.misses, tracebacks)
+        if warnings:  # rare: kept apart so that a run without them writes the results once
+            cache.put_result(whole_run + _WARNINGS, warnings)
+    return CheckResult(findings, files, sources, cache.hits, cache.misses, tracebacks, warnings)
 
 
 def follows_values(resolver: ConfigResolver, options: CheckOptions) -> bool:

@@ -21,6 +21,7 @@ from graphlint.checkers.machinery.call_targets import (
     ValueCall,
 )
 from graphlint.checkers.machinery.capture_origins import CaptureOrigins
+from graphlint.checkers.machinery.misnamed_modules import MisnamedModule, defined_in_project, misnamed_modules
 from graphlint.checkers.machinery.model import COMPILE, CallRef, EntryRef, FunctionSummary, ModuleSummary, OpaqueCall
 from graphlint.checkers.machinery.names import LIBRARY_ROOTS
 from graphlint.checkers.machinery.project import Project
@@ -85,12 +86,14 @@ class CaptureReport:
     regions: list[CaptureRegion]
     unseen: list[UnseenContext]
     functions_reached: int = 0  # distinct functions reached from any region
+    misnamed: list[MisnamedModule] = field(default_factory=list)  # callables whose file took another name
 
     def to_dict(self) -> dict:
         return {
             "regions": [r.to_dict() for r in self.regions],
             "unseen_contexts": [u.to_dict() for u in self.unseen],
             "functions_reached": self.functions_reached,
+            "warnings": [m.to_dict() | {"message": m.message()} for m in self.misnamed],
         }
 
 
@@ -110,7 +113,7 @@ def capture_report(project: Project) -> CaptureReport:
         region.reached = len(reached)
         everything |= reached
     regions.sort(key=lambda r: (r.path, r.line, r.kind))
-    return CaptureReport(regions, unseen, len(everything))
+    return CaptureReport(regions, unseen, len(everything), misnamed_modules(project))
 
 
 def _with_regions(project: Project, origins: CaptureOrigins, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
@@ -216,7 +219,7 @@ def _judge_call(project: Project, call: CallRef, function: FunctionSummary, text
         return None
     if isinstance(target, PARAMETER_TARGETS):
         return Captured(target.text(), OUTSIDE, f"a parameter of `{function.display}`")
-    if isinstance(target, FunctionTarget) and not _defined_here(project, target.name):
+    if isinstance(target, FunctionTarget) and not defined_in_project(project, target.name):
         return Captured(target.text(), OUTSIDE, _not_analysed(target.name))
     if isinstance(target, MethodTarget) and project.resolve_name(target.owner) in project.protocols:
         why = f"`{target.owner}` is a typing.Protocol: the class that implements it is not named here"
@@ -238,7 +241,7 @@ def _judge_entry(project: Project, entry: EntryRef, text: str | None) -> Capture
         return Captured(shown, RESOLVED, targets=targets)
     if isinstance(target, ValueCall):
         return None  # not followed: its expression is listed as an opaque captured callable
-    if isinstance(target, FunctionTarget) and not _defined_here(project, target.name):
+    if isinstance(target, FunctionTarget) and not defined_in_project(project, target.name):
         return Captured(target.text(), OUTSIDE, _not_analysed(target.name))
     return Captured(target.text(), UNRESOLVED, "no definition found for this target")
 
@@ -275,29 +278,6 @@ def _judge_opaque(opaque: OpaqueCall) -> Captured:
     if opaque.parameter:
         return Captured(opaque.text, OUTSIDE, f"a parameter of `{opaque.function}`")
     return Captured(opaque.text, UNRESOLVED, "the expression's value is not known to graphlint")
-
-
-def _defined_here(project: Project, dotted: str) -> bool:
-    """Whether ``dotted`` names something in an analysed module (or re-exported by one).
-
-    `pkg.sub.fn` where `pkg` is analysed but its submodule `sub` is not (a wheel that leaves
-    out `torchao._models.llama`) is not: the longest analysed module must bind the next name."""
-    if dotted in project.aliases:
-        return True
-    head = dotted
-    while head and head not in project.modules:
-        if head in project.aliases:
-            return True
-        head = head.rpartition(".")[0]
-    if not head or head == dotted:
-        return bool(head)
-    bound = f"{head}.{dotted[len(head) + 1 :].partition('.')[0]}"
-    return (
-        bound in project.aliases
-        or project.resolve_name(bound) is not None
-        or bound in project.flow.values
-        or bound in project.flow.defs
-    )
 
 
 def _add(callables: list[Captured], found: Captured | None) -> None:

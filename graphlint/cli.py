@@ -17,6 +17,7 @@ from pathlib import Path
 from graphlint import __version__
 from graphlint.cache import CACHE_DIR_NAME
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
+from graphlint.config_flags import add_config_flags, render_settings, resolver_from_args
 from graphlint.engine import CheckOptions, CheckResult, check, default_jobs
 from graphlint.findings import Finding
 from graphlint.fixes import fix_file, write_atomic
@@ -108,7 +109,13 @@ def _add_check_parser(commands: argparse._SubParsersAction) -> None:
         "--jobs", type=_positive, default=None, metavar="N", help="worker processes (default: all cores)"
     )
     _add_cache_options(check_parser)
-    check_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
+    add_config_flags(check_parser, per_file_ignores=True)
+    check_parser.add_argument(
+        "--show-files", action="store_true", help="list the files that would be checked, and exit"
+    )
+    check_parser.add_argument(
+        "--show-settings", action="store_true", help="print the resolved settings of the first PATH, and exit"
+    )
     check_parser.add_argument(
         "-v", "--verbose", action="store_true", help="print the traceback of every internal error (GL002)"
     )
@@ -140,7 +147,7 @@ def _add_project_options(parser: argparse.ArgumentParser, formats: tuple[str, ..
     """The options of the commands that report on the project as a whole (captures, callgraph)."""
     parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
     parser.add_argument("--format", choices=formats, default=formats[0])
-    parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
+    add_config_flags(parser, per_file_ignores=False)
     parser.add_argument("--jobs", type=_positive, default=None, metavar="N")
     _add_cache_options(parser)
 
@@ -434,7 +441,7 @@ def _captures(args: argparse.Namespace) -> int:
         None if args.no_cache else Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
     )
     options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=cache_dir, follow_values=args.follow_values)
-    _, project = load_project(args.paths, ConfigResolver(args.config), options)
+    _, project = load_project(args.paths, resolver_from_args(args), options)
     sys.stdout.write(render_captures(capture_report(project), args.format))
     return EXIT_OK
 
@@ -456,7 +463,7 @@ def _callgraph(args: argparse.Namespace) -> int:
 
     # The exported graph always follows values: it is the call graph, measured against PyCG's.
     options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args), follow_values=True)
-    _, project = load_project(args.paths, ConfigResolver(args.config), options)
+    _, project = load_project(args.paths, resolver_from_args(args), options)
     sys.stdout.write(json.dumps(call_graph(project), indent=2) + "\n")
     return EXIT_OK
 
@@ -507,8 +514,10 @@ def _check(args: argparse.Namespace) -> int:
     if args.unsafe_fixes and not (args.fix or args.diff):
         raise _UsageError("--unsafe-fixes needs --fix or --diff")
     options = _options(args)
-    resolver = ConfigResolver(args.config)
+    resolver = resolver_from_args(args)
     _require_paths_exist(args.paths)
+    if args.show_files or args.show_settings:
+        return _show(args, resolver, options)
     _read_stdin(args)
     if args.fix and args.unsaved:
         return _fix_stdin(args, resolver, options)
@@ -536,6 +545,21 @@ def _check(args: argparse.Namespace) -> int:
     if args.exit_zero or not result.findings:
         return EXIT_OK
     return EXIT_FINDINGS
+
+
+def _show(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
+    """`--show-files` / `--show-settings` (as ruff's): what a run would check, and how."""
+    from graphlint.discovery import discover
+
+    paths = [p for p in args.paths if p != "-"] or ["."]
+    files = discover(paths, resolver, force_exclude=args.force_exclude)
+    if args.show_files:
+        sys.stdout.write("".join(f"{source.display}\n" for source in files))
+    if args.show_settings:
+        named = {os.path.normpath(source.display): source.module for source in files}
+        module = named.get(os.path.normpath(paths[0]))
+        sys.stdout.write(render_settings(paths[0], resolver, options.selection, module))
+    return EXIT_OK
 
 
 def _report_internal_errors(result: CheckResult, verbose: bool) -> None:

@@ -13,16 +13,17 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graphlint import __version__
-from graphlint.cache import CACHE_DIR_NAME
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
 from graphlint.config_flags import add_config_flags, render_settings, resolver_from_args
-from graphlint.engine import CheckOptions, CheckResult, check, default_jobs
 from graphlint.findings import Finding
-from graphlint.fixes import fix_file, write_atomic
 from graphlint.registry import all_rules, get_rule
 from graphlint.reporters import FORMATS, ReportContext, render
+
+if TYPE_CHECKING:  # the engine (and networkx, libcst behind it) loads only for a command that checks
+    from graphlint.engine import CheckOptions, CheckResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 _MAX_FIX_PASSES = 10
@@ -217,6 +218,7 @@ def _reader(result: CheckResult):
 
 def _add_noqa(args: argparse.Namespace, result: CheckResult) -> int:
     from graphlint.add_noqa import add_noqa
+    from graphlint.fixes import write_atomic
 
     added = 0
     for display, found in sorted(_by_path(result.findings).items()):
@@ -274,6 +276,7 @@ def _read_stdin(args: argparse.Namespace) -> None:
 
 def _run_check(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> CheckResult:
     """Named files (pre-commit, editors, stdin) are checked in their project's context."""
+    from graphlint.engine import check
     from graphlint.project_context import check_in_project
 
     if args.paths == ["-"]:  # stdin without a file name: nothing to place it in a project
@@ -283,6 +286,8 @@ def _run_check(args: argparse.Namespace, resolver: ConfigResolver, options: Chec
 
 def _fix_stdin(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
     """`--fix` on stdin, as ruff does: the fixed source on stdout, remaining findings on stderr."""
+    from graphlint.fixes import fix_file
+
     path = Path(args.paths[0]).resolve()
     data = args.unsaved[path]
     result = _run_check(args, resolver, options)
@@ -434,13 +439,12 @@ def _print_sanitize_summary(outcome, findings: list[Finding]) -> None:
 
 def _captures(args: argparse.Namespace) -> int:
     from graphlint.checkers.machinery.captures import capture_report
-    from graphlint.engine import load_project
+    from graphlint.engine import CheckOptions, default_jobs, load_project
     from graphlint.reporters.captures import render_captures
 
-    cache_dir = (
-        None if args.no_cache else Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
+    options = CheckOptions(
+        jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args), follow_values=args.follow_values
     )
-    options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=cache_dir, follow_values=args.follow_values)
     _, project = load_project(args.paths, resolver_from_args(args), options)
     sys.stdout.write(render_captures(capture_report(project), args.format))
     return EXIT_OK
@@ -459,7 +463,7 @@ def _callgraph(args: argparse.Namespace) -> int:
     import json
 
     from graphlint.checkers.machinery.callgraph_json import call_graph
-    from graphlint.engine import load_project
+    from graphlint.engine import CheckOptions, default_jobs, load_project
 
     # The exported graph always follows values: it is the call graph, measured against PyCG's.
     options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args), follow_values=True)
@@ -481,15 +485,18 @@ def _rule(code: str) -> int:
 def _rules() -> int:
     rules = all_rules()
     width = max(len(rule.name) for rule in rules.values())
+    tty = sys.stdout.isatty()  # cut long summaries on a terminal only: a pipe or a file gets them whole
     for code, rule in rules.items():
         fix = {"safe": "fix", "unsafe": "fix*", None: ""}[rule.fix]
         status = "preview" if rule.preview else ""
-        summary = rule.summary if len(rule.summary) <= 90 else rule.summary[:87] + "..."
+        summary = rule.summary if len(rule.summary) <= 90 or not tty else rule.summary[:87] + "..."
         print(f"{code}  {rule.name:<{width}}  {rule.severity:<7}  {fix:<4}  {status:<7}  {summary}")
     return EXIT_OK
 
 
 def _options(args: argparse.Namespace) -> CheckOptions:
+    from graphlint.engine import CheckOptions, default_jobs
+
     selection = Selection(
         select=_codes(args.select, "--select"),
         ignore=_codes(args.ignore, "--ignore") or (),
@@ -505,6 +512,8 @@ def _options(args: argparse.Namespace) -> CheckOptions:
 
 
 def _cache_dir(args: argparse.Namespace) -> Path | None:
+    from graphlint.cache import CACHE_DIR_NAME
+
     if args.no_cache:
         return None
     return Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
@@ -586,7 +595,7 @@ def _emit(args: argparse.Namespace, result: CheckResult) -> None:
         report = (
             json_report.render_statistics(result.findings)
             if args.format == "json"
-            else text.render_statistics(result.findings)
+            else text.render_statistics(result.findings, context)
         )
     else:
         report = render(args.format, _with_fix_edits(args.format, result), context)
@@ -621,6 +630,8 @@ def _source_paths(result: CheckResult) -> dict[str, str]:
 def _fix_loop(
     args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions, result: CheckResult
 ) -> CheckResult:
+    from graphlint.fixes import fix_file, write_atomic
+
     fixed_total = 0
     fixed_findings: list[Finding] = []
     fixed_files: set[str] = set()
@@ -664,6 +675,8 @@ def _fix_loop(
 
 
 def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
+    from graphlint.fixes import fix_file
+
     result = _run_check(args, resolver, options)
     chunks = []
     for display, found in sorted(_by_path(result.findings).items()):

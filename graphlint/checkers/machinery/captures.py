@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.call_targets import (
     PARAMETER_TARGETS,
@@ -26,6 +25,10 @@ from graphlint.checkers.machinery.model import COMPILE, CallRef, EntryRef, Funct
 from graphlint.checkers.machinery.names import LIBRARY_ROOTS
 from graphlint.checkers.machinery.project import Project
 from graphlint.checkers.machinery.value_flow import CallKey
+from graphlint.checkers.machinery.value_kinds import MASK_METHODS, PY_METHODS, TENSOR_ONLY_METHODS
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 RESOLVED, OUTSIDE, UNRESOLVED = "resolved", "outside", "unresolved"
 _CAPTURE_LIKE = re.compile(r"graph|capture", re.IGNORECASE)
@@ -103,8 +106,9 @@ def capture_report(project: Project) -> CaptureReport:
     origins = CaptureOrigins(project.flow, (fact for s in project.summaries.values() for fact in s.flow))
     regions: list[CaptureRegion] = []
     unseen: list[UnseenContext] = []
+    library = _library_methods(project)
     for path, summary in sorted(project.summaries.items()):
-        regions.extend(_with_regions(project, origins, path, summary))
+        regions.extend(_with_regions(project, origins, path, summary, library))
         regions.extend(_entry_regions(project, origins, path, summary))
         unseen.extend(_unseen(project, path, summary))
     everything: set[str] = set()
@@ -116,7 +120,9 @@ def capture_report(project: Project) -> CaptureReport:
     return CaptureReport(regions, unseen, len(everything), misnamed_modules(project))
 
 
-def _with_regions(project: Project, origins: CaptureOrigins, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
+def _with_regions(
+    project: Project, origins: CaptureOrigins, path: str, summary: ModuleSummary, library: frozenset[str]
+) -> list[CaptureRegion]:
     found: dict[int, CaptureRegion] = {}
     for region_id, region in enumerate(summary.regions):
         if not project.region_active(summary, region_id):
@@ -133,14 +139,58 @@ def _with_regions(project: Project, origins: CaptureOrigins, path: str, summary:
                 judged = _judge_call(project, call, function, text)
                 if (judged is None and isinstance(call.target, ValueCall)) or (judged and judged.status != RESOLVED):
                     judged = _placed(origins, call.flow_key(function.qualname), call.target, text, judged)
-                _add(found[region_id].callables, judged)
+                _add(
+                    found[region_id].callables,
+                    judged if _is_function(call.target) else _unless_library(judged, library),
+                )
                 if judged is not None and isinstance(call.target, ValueCall):
                     followed.add((function.display, call.line))
     for opaque in summary.opaque:
         region_id = project.active_region(summary, opaque.regions) if opaque.regions else None
         if opaque.kind == "call" and region_id is not None and (opaque.function, opaque.line) not in followed:
-            _add(found[region_id].callables, _judge_opaque(opaque))
+            _add(found[region_id].callables, _unless_library(_judge_opaque(opaque), library))
     return list(found.values())
+
+
+# Methods of tensors and of Python's own types: `y.detach()`, `outs.append(y)` on a value
+# graphlint did not type are operations, not captured user code to list as unresolved.
+_BUILTIN_TYPES = (list, dict, set, frozenset, tuple, str, bytes, int, float)
+_TENSOR_METHODS = frozenset(
+    {
+        "to", "cpu", "split", "unbind", "repeat", "repeat_interleave", "view_as", "reshape_as", "type",
+        "argsort", "masked_select", "masked_scatter_", "index_add_", "index_copy_", "index_put_", "index_fill_",
+        "scatter_", "scatter_add_", "sub_", "div_", "pow_", "clamp_min", "clamp_max", "addmm", "baddbmm",
+        "addcmul_", "addcdiv_", "lerp_", "uniform_", "normal_", "bernoulli_", "exponential_", "random_",
+        "requires_grad_", "retain_grad", "backward", "pin_memory", "tensor_split", "split_with_sizes",
+        "as_strided", "unfold", "cumprod", "fmod", "remainder", "floor_divide", "exp_", "sqrt_", "neg_", "abs_",
+        "sigmoid_", "tanh_", "relu_", "div", "squeeze_", "unsqueeze_", "t_", "transpose_", "resize_", "set_",
+        "copy", "masked_fill", "any", "all", "dim", "size", "stride",
+    }
+)  # fmt: skip
+_LIBRARY_METHODS = (
+    TENSOR_ONLY_METHODS
+    | PY_METHODS
+    | MASK_METHODS
+    | _TENSOR_METHODS
+    | {name for kind in _BUILTIN_TYPES for name in dir(kind) if not name.startswith("_")}
+)
+
+
+def _library_methods(project: Project) -> frozenset[str]:
+    """The library method names no project class defines (one that does may be meant)."""
+    defined = {name for cls in project.classes.values() for name in cls.methods}
+    return frozenset(_LIBRARY_METHODS - defined)
+
+
+def _is_function(target: CallTarget) -> bool:
+    return isinstance(target, FunctionTarget)  # `pkg.get(...)`: a module's function, not a method
+
+
+def _unless_library(captured: Captured | None, library: frozenset[str]) -> Captured | None:
+    """None for a method call that is not resolved and names a library method: an operation."""
+    if captured is None or captured.status == RESOLVED or "." not in captured.text:
+        return captured
+    return None if captured.text.rpartition(".")[2] in library else captured
 
 
 def _entry_regions(project: Project, origins: CaptureOrigins, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
@@ -286,9 +336,11 @@ def _add(callables: list[Captured], found: Captured | None) -> None:
 
 
 def _reached(graph: nx.DiGraph, region: CaptureRegion) -> set[str]:
+    import networkx
+
     seeds = {t for c in region.callables for t in c.targets}
     reached = set(seeds)
     for seed in seeds:
         if seed in graph:
-            reached |= nx.descendants(graph, seed)
+            reached |= networkx.descendants(graph, seed)
     return reached

@@ -67,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_project_options(captures_parser, formats=("text", "json"))
     _add_follow_values(captures_parser)
-    commands.add_parser("server", help="run the language server on stdio (needs graphlint[server])")
+    commands.add_parser(
+        "server", help="run the language server on stdio (needs the server extra: pip install '.[server]')"
+    )
     callgraph_parser = commands.add_parser(
         "callgraph", help="print the resolved call graph of PATH as JSON in PyCG's shape ({caller: [callees]})"
     )
@@ -455,7 +457,10 @@ def _server() -> int:
     try:
         from graphlint.language_server import main as serve
     except ImportError as error:
-        raise _UsageError(f"graphlint server needs pygls: pip install 'graphlint[server]' ({error})") from None
+        raise _UsageError(
+            "graphlint server needs pygls: pip install '.[server]' from a clone, 'cuda-graphlint[server]' "
+            f"from the index ({error})"
+        ) from None
     return serve()
 
 

@@ -26,6 +26,7 @@ from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover
 from graphlint.findings import Finding, sort_findings
 from graphlint.registry import all_rules
+from graphlint.suppressions import SuppressedBlock
 
 _WARNINGS = "|warnings"  # the result cache's key suffix for a run's warnings
 
@@ -266,6 +267,7 @@ def _filter(
             continue
         enabled = enabled_codes(source.settings, selection, relative_to_root(source.path, source.settings))
         used: dict[int, set[str]] = {}
+        used_blocks: set[SuppressedBlock] = set()
         for finding in by_path.get(source.display, []):
             if finding.code not in enabled:
                 continue
@@ -273,11 +275,40 @@ def _filter(
             if suppression is not None and suppression.covers(finding.code):
                 used.setdefault(finding.line, set()).add(finding.code)
                 continue
+            block = next((b for b in summary.suppressed_blocks if b.covers(finding.line, finding.code)), None)
+            if block is not None:
+                used_blocks.add(block)
+                continue
             kept.append(finding)
         if UNUSED_SUPPRESSION.code in enabled:
             kept.extend(_unused_suppressions(source.display, summary, enabled, used))
             kept.extend(_unknown_suppression_codes(source.display, summary))
+            kept.extend(_unused_blocks(source.display, summary, enabled, used_blocks))
     return kept
+
+
+def _unused_blocks(
+    path: str, summary: ModuleSummary, enabled: frozenset[str], used: set[SuppressedBlock]
+) -> list[Finding]:
+    """A `# graphlint: disable[CODE]` block with no finding of CODE in it (GL001), and one
+    that names no rule: like a line's suppression, it would hide the next one unnoticed."""
+    known = all_rules()
+    by_comment: dict[tuple[int, int, int], list[str]] = {}
+    unknown: dict[tuple[int, int, int], list[str]] = {}
+    for block in summary.suppressed_blocks:
+        where = (block.start, block.column, block.end_column)
+        if block.code.startswith("GL") and block.code not in known:
+            unknown.setdefault(where, []).append(block.code)
+        elif block.code in enabled and block not in used:
+            by_comment.setdefault(where, []).append(block.code)
+    found = []
+    for (line, column, end_column), codes in sorted(by_comment.items()):
+        message = f"unused suppression for {', '.join(sorted(codes))}: no such finding in this block"
+        found.append(Finding.of(UNUSED_SUPPRESSION, message, path, (line, column, line, end_column)))
+    for (line, column, end_column), codes in sorted(unknown.items()):
+        message = f"unknown code in suppression: {', '.join(sorted(codes))} (`graphlint rules` lists the codes)"
+        found.append(Finding.of(UNUSED_SUPPRESSION, message, path, (line, column, line, end_column)))
+    return found
 
 
 def _unused_suppressions(

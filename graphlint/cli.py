@@ -19,6 +19,7 @@ from graphlint import __version__
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
 from graphlint.config_flags import add_config_flags, render_settings, resolver_from_args
 from graphlint.findings import Finding
+from graphlint.fixes import fix_file, write_atomic
 from graphlint.registry import all_rules, get_rule
 from graphlint.reporters import FORMATS, ReportContext, render
 
@@ -220,7 +221,6 @@ def _reader(result: CheckResult):
 
 def _add_noqa(args: argparse.Namespace, result: CheckResult) -> int:
     from graphlint.add_noqa import add_noqa
-    from graphlint.fixes import write_atomic
 
     added = 0
     for display, found in sorted(_by_path(result.findings).items()):
@@ -288,8 +288,6 @@ def _run_check(args: argparse.Namespace, resolver: ConfigResolver, options: Chec
 
 def _fix_stdin(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
     """`--fix` on stdin, as ruff does: the fixed source on stdout, remaining findings on stderr."""
-    from graphlint.fixes import fix_file
-
     path = Path(args.paths[0]).resolve()
     data = args.unsaved[path]
     result = _run_check(args, resolver, options)
@@ -635,8 +633,6 @@ def _source_paths(result: CheckResult) -> dict[str, str]:
 def _fix_loop(
     args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions, result: CheckResult
 ) -> CheckResult:
-    from graphlint.fixes import fix_file, write_atomic
-
     fixed_total = 0
     fixed_findings: list[Finding] = []
     fixed_files: set[str] = set()
@@ -680,8 +676,6 @@ def _fix_loop(
 
 
 def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
-    from graphlint.fixes import fix_file
-
     result = _run_check(args, resolver, options)
     chunks = []
     for display, found in sorted(_by_path(result.findings).items()):

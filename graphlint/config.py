@@ -202,7 +202,7 @@ class ConfigResolver:
 
     def _settings(self, table: dict, source: Path | None) -> Settings:
         merged = {**table, **self.overrides}
-        if self.extend_exclude:
+        if self.extend_exclude and isinstance(merged.get("extend-exclude", []), list):  # else: the error names it
             merged["extend-exclude"] = [*merged.get("extend-exclude", []), *self.extend_exclude]
         if source is None:
             settings = settings_from_table(merged, self.cwd / "--config", root=self.cwd)

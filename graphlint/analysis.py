@@ -77,5 +77,6 @@ def summarize_source(data: bytes, module: str, is_package: bool, codes: frozense
         )
     suppressions = parse_suppressions(text, tree)
     summary.suppressions = suppressions.by_line
+    summary.suppressed_blocks = suppressions.blocks
     summary.skip_file = suppressions.skip_file
     return summary

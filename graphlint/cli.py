@@ -13,15 +13,18 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graphlint import __version__
-from graphlint.cache import CACHE_DIR_NAME
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
-from graphlint.engine import CheckOptions, CheckResult, check, default_jobs
+from graphlint.config_flags import add_config_flags, render_settings, resolver_from_args
 from graphlint.findings import Finding
 from graphlint.fixes import fix_file, write_atomic
 from graphlint.registry import all_rules, get_rule
 from graphlint.reporters import FORMATS, ReportContext, render
+
+if TYPE_CHECKING:  # the engine (and networkx, libcst behind it) loads only for a command that checks
+    from graphlint.engine import CheckOptions, CheckResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 _MAX_FIX_PASSES = 10
@@ -65,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_project_options(captures_parser, formats=("text", "json"))
     _add_follow_values(captures_parser)
-    commands.add_parser("server", help="run the language server on stdio (needs graphlint[server])")
+    commands.add_parser(
+        "server", help="run the language server on stdio (needs the server extra: pip install '.[server]')"
+    )
     callgraph_parser = commands.add_parser(
         "callgraph", help="print the resolved call graph of PATH as JSON in PyCG's shape ({caller: [callees]})"
     )
@@ -108,7 +113,13 @@ def _add_check_parser(commands: argparse._SubParsersAction) -> None:
         "--jobs", type=_positive, default=None, metavar="N", help="worker processes (default: all cores)"
     )
     _add_cache_options(check_parser)
-    check_parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
+    add_config_flags(check_parser, per_file_ignores=True)
+    check_parser.add_argument(
+        "--show-files", action="store_true", help="list the files that would be checked, and exit"
+    )
+    check_parser.add_argument(
+        "--show-settings", action="store_true", help="print the resolved settings of the first PATH, and exit"
+    )
     check_parser.add_argument(
         "-v", "--verbose", action="store_true", help="print the traceback of every internal error (GL002)"
     )
@@ -140,7 +151,7 @@ def _add_project_options(parser: argparse.ArgumentParser, formats: tuple[str, ..
     """The options of the commands that report on the project as a whole (captures, callgraph)."""
     parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
     parser.add_argument("--format", choices=formats, default=formats[0])
-    parser.add_argument("--config", metavar="FILE", help="use this configuration for every file")
+    add_config_flags(parser, per_file_ignores=False)
     parser.add_argument("--jobs", type=_positive, default=None, metavar="N")
     _add_cache_options(parser)
 
@@ -267,6 +278,7 @@ def _read_stdin(args: argparse.Namespace) -> None:
 
 def _run_check(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> CheckResult:
     """Named files (pre-commit, editors, stdin) are checked in their project's context."""
+    from graphlint.engine import check
     from graphlint.project_context import check_in_project
 
     if args.paths == ["-"]:  # stdin without a file name: nothing to place it in a project
@@ -427,14 +439,13 @@ def _print_sanitize_summary(outcome, findings: list[Finding]) -> None:
 
 def _captures(args: argparse.Namespace) -> int:
     from graphlint.checkers.machinery.captures import capture_report
-    from graphlint.engine import load_project
+    from graphlint.engine import CheckOptions, default_jobs, load_project
     from graphlint.reporters.captures import render_captures
 
-    cache_dir = (
-        None if args.no_cache else Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
+    options = CheckOptions(
+        jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args), follow_values=args.follow_values
     )
-    options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=cache_dir, follow_values=args.follow_values)
-    _, project = load_project(args.paths, ConfigResolver(args.config), options)
+    _, project = load_project(args.paths, resolver_from_args(args), options)
     sys.stdout.write(render_captures(capture_report(project), args.format))
     return EXIT_OK
 
@@ -444,7 +455,10 @@ def _server() -> int:
     try:
         from graphlint.language_server import main as serve
     except ImportError as error:
-        raise _UsageError(f"graphlint server needs pygls: pip install 'graphlint[server]' ({error})") from None
+        raise _UsageError(
+            "graphlint server needs pygls: pip install '.[server]' from a clone, 'cuda-graphlint[server]' "
+            f"from the index ({error})"
+        ) from None
     return serve()
 
 
@@ -452,11 +466,11 @@ def _callgraph(args: argparse.Namespace) -> int:
     import json
 
     from graphlint.checkers.machinery.callgraph_json import call_graph
-    from graphlint.engine import load_project
+    from graphlint.engine import CheckOptions, default_jobs, load_project
 
     # The exported graph always follows values: it is the call graph, measured against PyCG's.
     options = CheckOptions(jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args), follow_values=True)
-    _, project = load_project(args.paths, ConfigResolver(args.config), options)
+    _, project = load_project(args.paths, resolver_from_args(args), options)
     sys.stdout.write(json.dumps(call_graph(project), indent=2) + "\n")
     return EXIT_OK
 
@@ -474,15 +488,18 @@ def _rule(code: str) -> int:
 def _rules() -> int:
     rules = all_rules()
     width = max(len(rule.name) for rule in rules.values())
+    tty = sys.stdout.isatty()  # cut long summaries on a terminal only: a pipe or a file gets them whole
     for code, rule in rules.items():
         fix = {"safe": "fix", "unsafe": "fix*", None: ""}[rule.fix]
         status = "preview" if rule.preview else ""
-        summary = rule.summary if len(rule.summary) <= 90 else rule.summary[:87] + "..."
+        summary = rule.summary if len(rule.summary) <= 90 or not tty else rule.summary[:87] + "..."
         print(f"{code}  {rule.name:<{width}}  {rule.severity:<7}  {fix:<4}  {status:<7}  {summary}")
     return EXIT_OK
 
 
 def _options(args: argparse.Namespace) -> CheckOptions:
+    from graphlint.engine import CheckOptions, default_jobs
+
     selection = Selection(
         select=_codes(args.select, "--select"),
         ignore=_codes(args.ignore, "--ignore") or (),
@@ -498,6 +515,8 @@ def _options(args: argparse.Namespace) -> CheckOptions:
 
 
 def _cache_dir(args: argparse.Namespace) -> Path | None:
+    from graphlint.cache import CACHE_DIR_NAME
+
     if args.no_cache:
         return None
     return Path(args.cache_dir or os.environ.get("GRAPHLINT_CACHE_DIR") or CACHE_DIR_NAME)
@@ -507,8 +526,10 @@ def _check(args: argparse.Namespace) -> int:
     if args.unsafe_fixes and not (args.fix or args.diff):
         raise _UsageError("--unsafe-fixes needs --fix or --diff")
     options = _options(args)
-    resolver = ConfigResolver(args.config)
+    resolver = resolver_from_args(args)
     _require_paths_exist(args.paths)
+    if args.show_files or args.show_settings:
+        return _show(args, resolver, options)
     _read_stdin(args)
     if args.fix and args.unsaved:
         return _fix_stdin(args, resolver, options)
@@ -528,12 +549,29 @@ def _check(args: argparse.Namespace) -> int:
     if args.baseline:
         result = _apply_baseline(args, result)
     _emit(args, result)
+    for warning in result.warnings:
+        _note(args, f"graphlint: warning: {warning}")
     if result.internal_errors:
         _report_internal_errors(result, args.verbose)
         return EXIT_ERROR
     if args.exit_zero or not result.findings:
         return EXIT_OK
     return EXIT_FINDINGS
+
+
+def _show(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
+    """`--show-files` / `--show-settings` (as ruff's): what a run would check, and how."""
+    from graphlint.discovery import discover
+
+    paths = [p for p in args.paths if p != "-"] or ["."]
+    files = discover(paths, resolver, force_exclude=args.force_exclude)
+    if args.show_files:
+        sys.stdout.write("".join(f"{source.display}\n" for source in files))
+    if args.show_settings:
+        named = {os.path.normpath(source.display): source.module for source in files}
+        module = named.get(os.path.normpath(paths[0]))
+        sys.stdout.write(render_settings(paths[0], resolver, options.selection, module))
+    return EXIT_OK
 
 
 def _report_internal_errors(result: CheckResult, verbose: bool) -> None:
@@ -560,7 +598,7 @@ def _emit(args: argparse.Namespace, result: CheckResult) -> None:
         report = (
             json_report.render_statistics(result.findings)
             if args.format == "json"
-            else text.render_statistics(result.findings)
+            else text.render_statistics(result.findings, context)
         )
     else:
         report = render(args.format, _with_fix_edits(args.format, result), context)

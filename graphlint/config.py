@@ -1,12 +1,16 @@
 """`[tool.graphlint]` settings: found, validated and resolved per file.
 
-Each file is governed by the nearest `pyproject.toml` above it that has a
-`[tool.graphlint]` table (as ruff does), or by the file given with `--config`. A bad key or
-value is an error that names the key and the file, never a silent default.
+Each file is governed by the nearest configuration above it (as ruff does): in each folder
+`.graphlint.toml`, then `graphlint.toml` (top-level keys, as ruff.toml), then a
+`pyproject.toml` that has a `[tool.graphlint]` table; or by the file given with
+`--config FILE`. Command-line settings (`--config KEY=VALUE`, `--exclude`, ...) override
+the keys of whichever file governs. A bad key or value is an error that names the key and
+where it came from, never a silent default.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import sys
@@ -107,7 +111,13 @@ def _load_table(path: Path) -> dict | None:
     return data.get("tool", {}).get("graphlint", data)
 
 
-def settings_from_table(table: dict, source: Path) -> Settings:
+# The standalone files, in the order they win within one folder; pyproject.toml comes last.
+STANDALONE_CONFIGS = (".graphlint.toml", "graphlint.toml")
+
+
+def settings_from_table(table: dict, source: Path, root: Path | None = None) -> Settings:
+    """Validated settings of ``table`` (read from ``source``; patterns relative to ``root``,
+    by default the source's folder)."""
     unknown = sorted(set(table) - _KNOWN_KEYS)
     if unknown:
         raise ConfigError(
@@ -141,7 +151,7 @@ def settings_from_table(table: dict, source: Path) -> Settings:
         source=source,
         preview=preview,
         follow_values=follow_values,
-        root=source.parent,
+        root=source.parent if root is None else root,
         select=values.get("select"),
         ignore=values.get("ignore", ()),
         extend_select=values.get("extend-select", ()),
@@ -152,20 +162,52 @@ def settings_from_table(table: dict, source: Path) -> Settings:
     )
 
 
-class ConfigResolver:
-    """Finds the settings for each directory, reading each pyproject.toml once."""
+def parse_override(text: str) -> dict:
+    """One `--config KEY=VALUE` (TOML, as ruff's: `select = ["GL1"]`, `preview = true`)."""
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"--config {text!r}: not a file, and not a TOML `key = value`: {error}") from None
+    settings_from_table(table, Path(f"--config {text!r}"))  # validated here, to name the flag in errors
+    return table
 
-    def __init__(self, explicit: str | None = None, cwd: Path | None = None) -> None:
+
+class ConfigResolver:
+    """Finds the settings for each directory, reading each configuration file once.
+
+    ``overrides`` (a `[tool.graphlint]` table from the command line) replace the same keys of
+    every configuration, the defaults included; ``extend_exclude`` patterns are added to each
+    configuration's own `extend-exclude`."""
+
+    def __init__(
+        self,
+        explicit: str | None = None,
+        cwd: Path | None = None,
+        overrides: dict | None = None,
+        extend_exclude: tuple[str, ...] = (),
+    ) -> None:
         self.cwd = (cwd or Path.cwd()).resolve()
+        self.overrides = dict(overrides or {})
+        self.extend_exclude = extend_exclude
         self._by_dir: dict[Path, Settings] = {}
         self._explicit: Settings | None = None
         if explicit is not None:
             path = Path(explicit)
             if not path.is_file():
                 raise ConfigError(f"--config: no such file: {explicit}")
-            table = _load_table(path)
-            self._explicit = settings_from_table(table or {}, path.resolve())
-        self.default = Settings(source=None, root=self.cwd)
+            self._explicit = self._settings(_load_table(path) or {}, path.resolve())
+        self.default = (
+            self._settings({}, None) if self.overrides or extend_exclude else Settings(source=None, root=self.cwd)
+        )
+
+    def _settings(self, table: dict, source: Path | None) -> Settings:
+        merged = {**table, **self.overrides}
+        if self.extend_exclude and isinstance(merged.get("extend-exclude", []), list):  # else: the error names it
+            merged["extend-exclude"] = [*merged.get("extend-exclude", []), *self.extend_exclude]
+        if source is None:
+            settings = settings_from_table(merged, self.cwd / "--config", root=self.cwd)
+            return dataclasses.replace(settings, source=None)
+        return settings_from_table(merged, source)
 
     def for_directory(self, directory: Path) -> Settings:
         if self._explicit is not None:
@@ -179,17 +221,28 @@ class ConfigResolver:
                 found = self._by_dir[current]
                 break
             chain.append(current)
-            candidate = current / "pyproject.toml"
-            if candidate.is_file():
-                table = _load_table(candidate)
-                if table is not None:
-                    found = settings_from_table(table, candidate)
-                    break
+            settings = self._in_folder(current)
+            if settings is not None:
+                found = settings
+                break
             parent = current.parent
             current = None if parent == current else parent
         for visited in chain:
             self._by_dir[visited] = found
         return found
+
+    def _in_folder(self, folder: Path) -> Settings | None:
+        """The settings of the configuration file in ``folder``, if it has one."""
+        for name in STANDALONE_CONFIGS:
+            candidate = folder / name
+            if candidate.is_file():
+                return self._settings(_load_table(candidate) or {}, candidate)
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            table = _load_table(candidate)
+            if table is not None:
+                return self._settings(table, candidate)
+        return None
 
     def all_settings(self) -> list[Settings]:
         seen = {id(s): s for s in [*self._by_dir.values(), *([self._explicit] if self._explicit else [])]}

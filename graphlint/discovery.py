@@ -100,7 +100,28 @@ def _package_parts(directory: Path) -> tuple[str, ...]:
         for start in range(len(crossed) - 1, -1, -1):  # the folder right above first, then further up
             if _imported_through(top, ".".join((*crossed[start:], parts[0]))):
                 return (*crossed[start:], *parts)
+        shadowed = _shadowed_from(directory, crossed, parts[0])
+        if shadowed is not None:
+            return (*crossed[shadowed:], *parts)
     return parts
+
+
+def _shadowed_from(stop: Path, crossed: tuple[str, ...], top: str) -> int | None:
+    """Where a package named ``top`` reached across the namespace folders ``crossed`` (below
+    ``stop``) is a mirror of a real one: the index of the first crossed folder below a
+    folder that holds the real ``top`` (or ``src/top``), the deepest such folder first.
+
+    A test tree that mirrors its package (`tests/torchtune/generation/test_x.py`, with
+    `tests/` lacking `__init__.py`) is not where `torchtune` is imported from: the package
+    found by walking up its own `__init__.py` files from the import root is. The mirror
+    keeps its folders in its names (`tests.torchtune.generation.test_x`) instead of taking
+    the package's, which would leave the real modules duplicates nothing reaches."""
+    for index in range(len(crossed) - 1, -1, -1):
+        base = stop / Path(*crossed[:index]) if index else stop
+        for candidate in (base / top, base / "src" / top):
+            if candidate != base / Path(*crossed[index:]) / top and (candidate / "__init__.py").is_file():
+                return index
+    return None
 
 
 @functools.lru_cache(maxsize=256)

@@ -17,6 +17,7 @@ from pathlib import Path
 from graphlint.analysis import read_source, summarize_source
 from graphlint.cache import SummaryCache, cache_key, run_key
 from graphlint.checkers.machinery.detectors import static_codes
+from graphlint.checkers.machinery.misnamed_modules import misnamed_modules
 from graphlint.checkers.machinery.model import ModuleSummary
 from graphlint.checkers.machinery.project import Project
 from graphlint.checkers.machinery.value_facts import VALUE_FACTS
@@ -25,6 +26,9 @@ from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover
 from graphlint.findings import Finding, sort_findings
 from graphlint.registry import all_rules
+from graphlint.suppressions import SuppressedBlock
+
+_WARNINGS = "|warnings"  # the result cache's key suffix for a run's warnings
 
 # Below this many files to parse, starting worker processes costs more than it saves.
 _PARALLEL_THRESHOLD = 24
@@ -39,6 +43,7 @@ class CheckResult:
     cache_misses: int = 0
     # GL002 findings' tracebacks, keyed by (path, line, message), for `--verbose`.
     tracebacks: dict[tuple[str, int, str], str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what the run could not reach though it read it
 
     @property
     def internal_errors(self) -> list[Finding]:
@@ -170,16 +175,20 @@ def check_files(
     whole_run = _run_key(files, keys, errors, options.selection) + ("|values" if follow else "")
     reused = cache.get_result(whole_run) if not errors else None
     if reused is not None:
-        return CheckResult(list(reused), files, sources, cache_hits=len(files), cache_misses=0)
+        warnings = list(cache.get_result(whole_run + _WARNINGS) or ())
+        return CheckResult(list(reused), files, sources, cache_hits=len(files), cache_misses=0, warnings=warnings)
     summaries = summarize_files(files, sources, keys, errors, cache, options.jobs, codes)
     project = _project(summaries, resolver, codes, follow)
     raw = project.findings()
     raw.extend(_parse_errors(files, summaries))
     internal, tracebacks = _internal_errors(files, summaries, project)
     findings = sort_findings([*_filter(raw, files, summaries, options.selection), *internal])
+    warnings = [misnamed.message() for misnamed in misnamed_modules(project)]
     if not errors and not internal:
         cache.put_result(whole_run, findings)
-    return CheckResult(findings, files, sources, cache.hits, cache.misses, tracebacks)
+        if warnings:  # rare: kept apart so that a run without them writes the results once
+            cache.put_result(whole_run + _WARNINGS, warnings)
+    return CheckResult(findings, files, sources, cache.hits, cache.misses, tracebacks, warnings)
 
 
 def follows_values(resolver: ConfigResolver, options: CheckOptions) -> bool:
@@ -258,6 +267,7 @@ def _filter(
             continue
         enabled = enabled_codes(source.settings, selection, relative_to_root(source.path, source.settings))
         used: dict[int, set[str]] = {}
+        used_blocks: set[SuppressedBlock] = set()
         for finding in by_path.get(source.display, []):
             if finding.code not in enabled:
                 continue
@@ -265,11 +275,40 @@ def _filter(
             if suppression is not None and suppression.covers(finding.code):
                 used.setdefault(finding.line, set()).add(finding.code)
                 continue
+            block = next((b for b in summary.suppressed_blocks if b.covers(finding.line, finding.code)), None)
+            if block is not None:
+                used_blocks.add(block)
+                continue
             kept.append(finding)
         if UNUSED_SUPPRESSION.code in enabled:
             kept.extend(_unused_suppressions(source.display, summary, enabled, used))
             kept.extend(_unknown_suppression_codes(source.display, summary))
+            kept.extend(_unused_blocks(source.display, summary, enabled, used_blocks))
     return kept
+
+
+def _unused_blocks(
+    path: str, summary: ModuleSummary, enabled: frozenset[str], used: set[SuppressedBlock]
+) -> list[Finding]:
+    """A `# graphlint: disable[CODE]` block with no finding of CODE in it (GL001), and one
+    that names no rule: like a line's suppression, it would hide the next one unnoticed."""
+    known = all_rules()
+    by_comment: dict[tuple[int, int, int], list[str]] = {}
+    unknown: dict[tuple[int, int, int], list[str]] = {}
+    for block in summary.suppressed_blocks:
+        where = (block.start, block.column, block.end_column)
+        if block.code.startswith("GL") and block.code not in known:
+            unknown.setdefault(where, []).append(block.code)
+        elif block.code in enabled and block not in used:
+            by_comment.setdefault(where, []).append(block.code)
+    found = []
+    for (line, column, end_column), codes in sorted(by_comment.items()):
+        message = f"unused suppression for {', '.join(sorted(codes))}: no such finding in this block"
+        found.append(Finding.of(UNUSED_SUPPRESSION, message, path, (line, column, line, end_column)))
+    for (line, column, end_column), codes in sorted(unknown.items()):
+        message = f"unknown code in suppression: {', '.join(sorted(codes))} (`graphlint rules` lists the codes)"
+        found.append(Finding.of(UNUSED_SUPPRESSION, message, path, (line, column, line, end_column)))
+    return found
 
 
 def _unused_suppressions(

@@ -4,8 +4,8 @@ the editor, offers their fixes as quick fixes and a rule's page on hover.
 Each analysis is a partial run (`project_context.check_in_project`) of the one document,
 with the editor's unsaved text in place of the file and the project's other files from the
 summary cache, so typing in one file costs about a warm `graphlint check` of it. Changes are
-debounced: the analysis starts once typing pauses. Needs the optional extra
-`graphlint[server]` (pygls).
+debounced: the analysis starts once typing pauses. Needs the `server` extra (pygls):
+`pip install '.[server]'` from a clone, `cuda-graphlint[server]` from the index.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Suppression comments: `# noqa`, `# noqa: GL101`, `# graphlint: ignore[GL101]`, skip-file.
+"""Suppression comments: `# noqa`, `# noqa: GL101`, `# graphlint: ignore[GL101]`, skip-file,
+and blocks: `# graphlint: disable[GL301]` ... `# graphlint: enable[GL301]` (as ruff's range
+suppressions; without an `enable` the block runs to the end of the file).
 
 Comments are found with a per-line scan rather than a tokenizer: tokenizing costs about as
 much as parsing, and most files carry no suppression at all. A `#` that sits inside a
@@ -16,6 +18,7 @@ _NOQA = re.compile(
 )
 _IGNORE = re.compile(r"#\s*graphlint\s*:\s*ignore(?:\[(?P<codes>[^\]]*)\])?")
 _SKIP_FILE = re.compile(r"#\s*graphlint\s*:\s*skip-file\b")
+_BLOCK = re.compile(r"#\s*graphlint\s*:\s*(?P<action>disable|enable)\[(?P<codes>[^\]]*)\]")
 _CODE = re.compile(r"[A-Za-z]+[0-9]+")
 
 
@@ -30,10 +33,25 @@ class Suppression:
         return self.codes is None or code in self.codes
 
 
+@dataclass(frozen=True)
+class SuppressedBlock:
+    """``code`` is suppressed from the `disable` comment's line to its `enable`'s (inclusive)."""
+
+    start: int
+    end: int
+    column: int  # 1-based column of the `disable` comment
+    end_column: int
+    code: str
+
+    def covers(self, line: int, code: str) -> bool:
+        return self.start <= line <= self.end and code == self.code
+
+
 @dataclass
 class FileSuppressions:
     by_line: dict[int, Suppression]
     skip_file: bool
+    blocks: tuple[SuppressedBlock, ...] = ()
 
 
 def _in_string_on_line(line: str, position: int) -> bool:
@@ -58,14 +76,19 @@ def parse_suppressions(source: str, tree: ast.AST | None) -> FileSuppressions:
     string_lines: set[int] | None = None
     by_line: dict[int, Suppression] = {}
     skip_file = False
+    blocks = _Blocks()
+    number = 0
     for number, line in enumerate(source.splitlines(), start=1):
         if "#" not in line:
             continue
         matches = [m for m in (_NOQA.search(line), _IGNORE.search(line), _SKIP_FILE.search(line)) if m]
-        if not matches:
+        block = _BLOCK.search(line) if "able[" in line else None
+        if not matches and block is None:
             continue
         if string_lines is None:
             string_lines = _multiline_string_lines(tree)
+        if block is not None and not (number in string_lines or _in_string_on_line(line, block.start())):
+            blocks.comment(number, block, len(line) + 1)
         for match in matches:
             if number in string_lines or _in_string_on_line(line, match.start()):
                 continue
@@ -80,4 +103,25 @@ def parse_suppressions(source: str, tree: ast.AST | None) -> FileSuppressions:
             if previous is not None:
                 codes = None if previous.codes is None or codes is None else previous.codes | codes
             by_line[number] = Suppression(number, match.start() + 1, len(line) + 1, codes)
-    return FileSuppressions(by_line, skip_file)
+    return FileSuppressions(by_line, skip_file, blocks.close(number))
+
+
+class _Blocks:
+    """The open `disable` comments by code, closed by an `enable` of that code or the file's end."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, tuple[int, int, int]] = {}  # code -> (line, column, end column)
+        self.done: list[SuppressedBlock] = []
+
+    def comment(self, number: int, match: re.Match[str], end_column: int) -> None:
+        for code in (c.upper() for c in _CODE.findall(match.group("codes"))):
+            if match.group("action") == "disable":
+                self.open.setdefault(code, (number, match.start() + 1, end_column))
+            elif code in self.open:
+                start, column, end = self.open.pop(code)
+                self.done.append(SuppressedBlock(start, number, column, end, code))
+
+    def close(self, last_line: int) -> tuple[SuppressedBlock, ...]:
+        for code, (start, column, end) in self.open.items():
+            self.done.append(SuppressedBlock(start, last_line, column, end, code))
+        return tuple(sorted(self.done, key=lambda b: (b.start, b.code)))

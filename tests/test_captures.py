@@ -145,3 +145,67 @@ def test_without_following_values_a_parameter_says_how_to_follow_it(write_tree) 
     regions = {(r["line"], r["kind"]): r for r in json.loads(result.stdout)["regions"]}
     (param,) = regions[(9, "CUDA graph")]["callables"]
     assert param["status"] == "unresolved" and "`--follow-values` follows it" in param["detail"]
+
+
+# Two scripts called train.py: the one the runner beside it means gets `train%1`, so its
+# compiled step resolves to nothing, although its file is in the run.
+SHADOWED_SCRIPTS = {
+    "pyproject.toml": "",
+    "a/train.py": "def other(x):\n    return x\n",
+    "b/train.py": "def step(x):\n    return x.sum().item()\n",
+    "b/runner.py": 'import torch\n\nimport train\n\nrun = torch.compile(train.step, mode="reduce-overhead")\n',
+}
+
+
+def test_a_capture_whose_callables_file_was_checked_under_another_name_is_a_warning(write_tree) -> None:
+    root = write_tree(SHADOWED_SCRIPTS)
+    for _ in range(2):  # cold, then from the result cache
+        checked = run_cli("check", ".", cwd=root)
+        assert checked.returncode == 0, checked.stderr
+        (warning,) = [line for line in checked.stderr.splitlines() if "warning" in line]
+        assert "./b/runner.py:5" in warning and "`train.step`" in warning
+        assert "./b/train.py is checked (as module `train%1`)" in warning and "./a/train.py" in warning
+    assert "warning" not in run_cli("check", ".", "--quiet", cwd=root).stderr
+    captures = run_cli("captures", "--no-cache", ".", cwd=root)
+    assert "warning: ./b/runner.py:5: the capture's callable `train.step` reaches nothing" in captures.stdout
+    report = json.loads(run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root).stdout)
+    assert [(w["callable"], w["file"], w["analysed_as"]) for w in report["warnings"]] == [
+        ("train.step", "./b/train.py", "train%1")
+    ]
+
+
+def test_a_callable_from_a_module_not_in_the_run_is_no_warning(write_tree) -> None:
+    root = write_tree({"b/runner.py": SHADOWED_SCRIPTS["b/runner.py"]})
+    assert "warning" not in run_cli("check", "--no-cache", ".", cwd=root).stderr
+    assert json.loads(run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root).stdout)["warnings"] == []
+
+
+LIBRARY_CALLS = """\
+import torch
+
+
+class Runner:
+    def __init__(self, model):
+        self.model = model
+        self.outs = []
+
+    def capture(self, x, items):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            z = self.model(x).detach()
+            items.append(z)
+            self.outs.append(x.view(-1).float())
+            self.store.update(z)
+
+
+class Store:
+    def update(self, z):
+        pass
+"""
+
+
+def test_library_methods_are_not_listed_as_unresolved_callables(write_tree) -> None:
+    root = write_tree({"run.py": LIBRARY_CALLS})
+    report = json.loads(run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root).stdout)
+    (region,) = report["regions"]
+    # `update` is a method of a project class: that call may be it, so it stays listed.
+    assert sorted(c["expression"] for c in region["callables"]) == ["run.Runner.model", "self.store.update"]

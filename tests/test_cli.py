@@ -91,7 +91,9 @@ def test_output_file_and_statistics(write_tree, tmp_path: Path) -> None:
     assert [f["code"] for f in json.loads(report.read_text())] == ["GL101", "GL111"]
     stats = run_cli("check", "--no-cache", "--statistics", "bad.py", cwd=root)
     assert stats.returncode == 1
-    assert [line.split()[:2] for line in stats.stdout.splitlines()] == [["1", "GL101"], ["1", "GL111"]]
+    *rows, total = stats.stdout.splitlines()
+    assert [line.split()[:2] for line in rows] == [["1", "GL101"], ["1", "GL111"]]
+    assert total == "Found 2 findings (2 errors) in 1 file checked."
     stats_json = run_cli("check", "--no-cache", "--statistics", "--format", "json", "bad.py", cwd=root)
     assert json.loads(stats_json.stdout)[0] == {
         "code": "GL101",

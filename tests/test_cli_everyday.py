@@ -4,6 +4,8 @@ output, statistics markers, unknown suppression codes, the list of what --fix ch
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from conftest import HAZARD, run_cli
 
@@ -54,8 +56,13 @@ def test_noqa_with_an_unknown_code_is_reported(write_tree) -> None:
 def test_statistics_mark_only_safe_fixes(write_tree) -> None:
     root = write_tree({"fix.py": FIXABLE})
     stats = run_cli("check", "--no-cache", "--statistics", "--select", "GL106,GL107", "fix.py", cwd=root)
-    marks = {line.split()[1]: line.split()[2] for line in stats.stdout.splitlines()}
+    *rows, total, hint = stats.stdout.splitlines()
+    marks = {line.split()[1]: line.split()[2] for line in rows}
     assert marks == {"GL106": "[", "GL107": "[*]"}  # GL106's fix is unsafe: no [*]
+    assert total == "Found 2 findings (2 errors) in 1 file checked."
+    assert hint == "[*] 1 fixable with `--fix`; 1 more with `--fix --unsafe-fixes`."
+    quiet = run_cli("check", "--no-cache", "--statistics", "-q", "--select", "GL106,GL107", "fix.py", cwd=root)
+    assert quiet.stdout.splitlines() == rows
     as_json = run_cli("check", "--no-cache", "--statistics", "--format", "json", "fix.py", cwd=root)
     fixable = {row["code"]: row["fixable"] for row in json.loads(as_json.stdout)}
     assert fixable["GL106"] is False and fixable["GL107"] is True
@@ -84,3 +91,25 @@ def test_show_fixes_lists_what_fix_changed(write_tree) -> None:
     assert "Fixed 1 finding:" in result.stderr
     assert "- fix.py:" in result.stderr and "GL107" in result.stderr
     assert "cache_enabled=False" in (root / "fix.py").read_text()
+
+
+def test_version_and_rule_load_neither_networkx_nor_libcst() -> None:
+    # Start-up time: the engine, networkx and libcst load only for commands that check.
+    for argv in (["--version"], ["rule", "GL101"], ["rules"]):
+        probe = (
+            f"import sys\nfrom graphlint.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "print('LOADED', sorted(m for m in ('networkx', 'libcst', 'graphlint.engine') if m in sys.modules))"
+        )
+        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[-1] == "LOADED []", argv
+
+
+def test_rules_are_not_cut_when_piped() -> None:
+    from graphlint.registry import all_rules
+
+    result = run_cli("rules")  # stdout is a pipe here
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()}
+    for code, rule in all_rules().items():
+        assert lines[code].endswith(rule.summary), code
+    assert any(len(rule.summary) > 90 for rule in all_rules().values())  # there is something to cut

@@ -113,3 +113,47 @@ def test_bare_noqa_and_skip_file(write_tree) -> None:
     )
     result = run_cli("check", "--no-cache", "--format", "json", ".", cwd=root)
     assert _codes(result) == [("./a.py", "GL111")]
+
+
+BLOCKS = """\
+import torch
+
+g = torch.cuda.CUDAGraph()
+x = torch.zeros(4, device="cuda")
+with torch.cuda.graph(g):
+    # graphlint: disable[GL101]
+    y = x.sum().item()
+    z = x[[0, 1]]
+    s = "# graphlint: enable[GL101]"
+    # graphlint: enable[GL101]
+    w = x.max().item()
+    # graphlint: disable[GL111, GL999]
+    u = x[[1, 0]]
+    # graphlint: disable[GL102]
+    v = 1
+"""
+
+
+def test_block_suppression_between_disable_and_enable(write_tree) -> None:
+    root = write_tree({"b.py": BLOCKS})
+    result = run_cli("check", "--no-cache", "--format", "json", "b.py", cwd=root)
+    found = sorted((f["line"], f["code"], f["message"].split(":")[0]) for f in json.loads(result.stdout))
+    assert found == [
+        (8, "GL111", "`x[[0, 1]]` indexes with a Python list"),  # only GL101 is disabled there
+        (11, "GL101", "`x.max().item()` copies a tensor to the host"),  # after the enable (not the string's)
+        (12, "GL001", "unknown code in suppression"),  # GL111's block (to the file's end) is used
+        (14, "GL001", "unused suppression for GL102"),
+    ]
+
+
+def test_the_runtime_findings_honour_blocks_too(tmp_path) -> None:
+    from graphlint.findings import Finding
+    from graphlint.registry import get_rule
+    from graphlint.runtime_sanitizer.postprocess import suppressed
+
+    path = tmp_path / "b.py"
+    path.write_text(BLOCKS)
+    rule = get_rule("GL101")
+    cache: dict = {}
+    assert suppressed(Finding.of(rule, "m", str(path), (7, 1, 7, 1)), cache)
+    assert not suppressed(Finding.of(rule, "m", str(path), (11, 1, 11, 1)), cache)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pygls", reason="graphlint[server] is not installed")
+pytest.importorskip("pygls", reason="the server extra (pygls) is not installed")
 pytest_lsp = pytest.importorskip("pytest_lsp", reason="pytest-lsp is not installed")
 
 from lsprotocol import types  # noqa: E402

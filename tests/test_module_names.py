@@ -8,6 +8,7 @@ calls in another file is followed.
 from __future__ import annotations
 
 import json
+import os
 
 from conftest import run_cli
 from graphlint.config import ConfigResolver
@@ -214,3 +215,55 @@ def test_imports_through_a_top_namespace_folder_resolve_across_files(write_tree)
     )
     result = run_cli("check", "--no-cache", "--select", "GL101", "--format", "json", "ns", cwd=root)
     assert [(f["path"], f["line"]) for f in json.loads(result.stdout)] == [("ns/core/layers.py", 2)]
+
+
+# torchtune's layout: `tests/` (no `__init__.py`) mirrors the package, sub-packages and all,
+# and a recipe compiles a function the package re-exports from its `__init__.py`.
+MIRRORED = {
+    "pyproject.toml": "",
+    "tpkg/__init__.py": "",
+    "tpkg/generation/__init__.py": "from tpkg.generation._generation import next_token\n",
+    "tpkg/generation/_generation.py": "def next_token(x):\n    return x.sum().item()\n",
+    "recipes/generate.py": (
+        "import torch\n\nfrom tpkg import generation\n\n"
+        'step = torch.compile(generation.next_token, mode="reduce-overhead")\n'
+    ),
+    "tests/tpkg/__init__.py": "",
+    "tests/tpkg/generation/__init__.py": "",
+    "tests/tpkg/generation/test_generation.py": (
+        "import torch\n\nfrom tpkg.generation import next_token\n\n\n"
+        "def test_next_token():\n    assert next_token(torch.ones(2)) == 2\n"
+    ),
+}
+
+
+def test_a_test_tree_mirroring_the_package_keeps_its_own_folder_in_its_names(write_tree) -> None:
+    modules = _modules(write_tree(MIRRORED))
+    assert modules["tpkg/generation/__init__.py"] == "tpkg.generation"
+    assert modules["tests/tpkg/generation/__init__.py"] == "tests.tpkg.generation"
+    assert modules["tests/tpkg/generation/test_generation.py"] == "tests.tpkg.generation.test_generation"
+    assert not any("%" in module for module in modules.values())
+
+
+def test_a_src_layout_package_is_the_real_one_for_its_mirrored_tests(write_tree) -> None:
+    files = {"pyproject.toml": "", "src/tpkg/__init__.py": "", "tests/tpkg/__init__.py": "", "tests/tpkg/t.py": ""}
+    modules = _modules(write_tree(files))
+    assert modules["src/tpkg/__init__.py"] == "tpkg"
+    assert modules["tests/tpkg/t.py"] == "tests.tpkg.t"
+
+
+def _findings(root, *paths: str) -> list[tuple]:
+    result = run_cli("check", "--no-cache", "--format", "json", *paths, cwd=root)
+    assert result.returncode in (0, 1), result.stderr
+    norm = os.path.normpath
+    return [
+        (f["code"], norm(f["path"]), f["line"], [(norm(s["path"]), s["line"]) for s in f["call_path"]])
+        for f in json.loads(result.stdout)
+    ]
+
+
+def test_checking_the_root_of_a_mirrored_tree_finds_what_naming_the_packages_finds(write_tree) -> None:
+    root = write_tree(MIRRORED)
+    expected = [("GL101", "tpkg/generation/_generation.py", 2, [("recipes/generate.py", 5)])]
+    assert _findings(root, "recipes", "tpkg") == expected
+    assert _findings(root, ".") == expected

@@ -47,6 +47,7 @@ def test_plugin_without_a_gpu_says_why_once_and_reports_it(pytester, tmp_path) -
     rows = json.loads(report.read_text())
     assert [row["code"] for row in rows] == ["GL500"], rows  # never an empty, clean-looking report
     assert "no CUDA device" in rows[0]["message"] and rows[0]["severity"] == "info"
+    assert rows[0]["path"] == "<pytest>"  # the session, not line 1 of its root folder
 
 
 @NO_GPU
@@ -155,6 +156,17 @@ def test_sanitize_report_says_the_sanitizer_was_inactive(tmp_path) -> None:
     assert result.returncode == 0
     rows = json.loads(report.read_text())
     assert [row["code"] for row in rows] == ["GL500"] and "no CUDA device" in rows[0]["message"]
+
+
+def test_sanitize_locates_gl500_at_the_file_a_folder_runs(tmp_path) -> None:
+    pytest.importorskip("torch", reason="needs torch: without it the sanitizer gives that reason, not the missing GPU")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__main__.py").write_text("pass\n")
+    report = tmp_path / "findings.json"
+    result = run_cli("sanitize", "--report", str(report), "--", "python", "app", cwd=tmp_path, env=HIDE_GPU)
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(report.read_text())
+    assert (row["code"], row["path"], row["line"]) == ("GL500", "app/__main__.py", 1)
 
 
 def test_sanitize_error_mode_fails_when_inactive_unless_allowed(tmp_path) -> None:

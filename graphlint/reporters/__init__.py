@@ -14,17 +14,20 @@ class ReportContext:
     summary: bool = True  # False with `-q/--quiet`: findings only, no closing summary line
 
 
-FORMATS = ("text", "json", "sarif", "github", "junit")
+FORMATS = ("text", "concise", "json", "sarif", "github", "gitlab", "pylint", "junit")
 
 
 def render(fmt: str, findings: list[Finding], context: ReportContext) -> str:
-    from graphlint.reporters import github, json_report, junit, sarif, text
+    from graphlint.reporters import github, gitlab, json_report, junit, sarif, text
 
     renderers = {
         "text": text.render,
+        "concise": text.render_concise,
         "json": json_report.render,
         "sarif": sarif.render,
         "github": github.render,
+        "gitlab": gitlab.render,
+        "pylint": text.render_pylint,
         "junit": junit.render,
     }
     return renderers[fmt](findings, context)

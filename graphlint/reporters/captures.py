@@ -19,6 +19,7 @@ def render_captures(report: CaptureReport, fmt: str) -> str:
             lines.append(f"  {unseen.path}:{unseen.line}: {unseen.label}")
             lines.extend(f"      {line}" for line in unseen.snippet.splitlines())
         blocks.append("\n".join(lines))
+    blocks.extend(f"warning: {misnamed.message()}" for misnamed in report.misnamed)
     resolved = sum(1 for r in report.regions if any(c.status == RESOLVED for c in r.callables))
     blocks.append(
         f"{len(report.regions)} capture region{'s' if len(report.regions) != 1 else ''}, "

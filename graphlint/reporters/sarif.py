@@ -12,21 +12,15 @@ from graphlint import __version__
 from graphlint.findings import Finding
 from graphlint.registry import all_rules
 from graphlint.reporters import ReportContext
+from graphlint.reporters.fingerprints import fingerprints, report_path
 
 _LEVELS = {"error": "error", "warning": "warning", "info": "note"}
-
-
-def _uri(path: str) -> str:
-    path = path.replace("\\", "/")
-    while path.startswith("./"):
-        path = path[2:]
-    return path
 
 
 def _location(path: str, line: int, column: int, end_line: int, end_column: int) -> dict:
     return {
         "physicalLocation": {
-            "artifactLocation": {"uri": _uri(path), "uriBaseId": "%SRCROOT%"},
+            "artifactLocation": {"uri": report_path(path), "uriBaseId": "%SRCROOT%"},
             "region": {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column},
         }
     }
@@ -51,7 +45,10 @@ def render(findings: list[Finding], context: ReportContext) -> str:
                 },
                 "columnKind": "unicodeCodePoints",
                 "originalUriBaseIds": {"%SRCROOT%": {"description": {"text": "the directory graphlint ran in"}}},
-                "results": [_result(f, index[f.code]) for f in findings],
+                "results": [
+                    _result(f, index[f.code], fingerprint)
+                    for f, fingerprint in zip(findings, fingerprints(findings), strict=True)
+                ],
             }
         ],
     }
@@ -65,19 +62,21 @@ def _driver_rule(code: str, rule) -> dict:
         "name": rule.name,
         "shortDescription": {"text": f"{code} [{rule.name}]"},
         "fullDescription": {"text": rule.summary},
-        "help": {"text": doc, "markdown": doc},
+        "help": {"text": f"{rule.summary}\n\n{rule.why}", "markdown": doc},
         "defaultConfiguration": {"level": _LEVELS[rule.severity]},
         "properties": {"tags": ["cuda-graphs", "pytorch"], "precision": "high"},
     }
 
 
-def _result(f: Finding, rule_index: int) -> dict:
+def _result(f: Finding, rule_index: int, fingerprint: str) -> dict:
     result = {
         "ruleId": f.code,
         "ruleIndex": rule_index,
         "level": _LEVELS[f.severity],
         "message": {"text": f"{f.message} ({f.call_path_text()})" if f.call_path else f.message},
         "locations": [_location(f.path, f.line, f.column, f.end_line, f.end_column)],
+        # Line-independent (path, code, message): code scanning keeps an alert across edits above it.
+        "partialFingerprints": {"graphlint/v1": fingerprint},
     }
     if f.call_path:
         result["relatedLocations"] = [
@@ -110,6 +109,6 @@ def _fix(f: Finding) -> dict:
     return {
         "description": {"text": f"{f.fix.message} ({f.fix.applicability})"},
         "artifactChanges": [
-            {"artifactLocation": {"uri": _uri(f.path), "uriBaseId": "%SRCROOT%"}, "replacements": replacements}
+            {"artifactLocation": {"uri": report_path(f.path), "uriBaseId": "%SRCROOT%"}, "replacements": replacements}
         ],
     }

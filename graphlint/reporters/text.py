@@ -50,11 +50,29 @@ def render(findings: list[Finding], context: ReportContext) -> str:
     return "\n".join(blocks) + "\n" if blocks else ""
 
 
-def render_statistics(findings: list[Finding]) -> str:
+def render_concise(findings: list[Finding], context: ReportContext) -> str:
+    """`--format concise`: one line per finding (no call path, no fix hint), then the summary."""
+    lines = [
+        _paint(f"{f.path}:{f.line}:{f.column}:", _BOLD, context.color) + f" {f.code} {f.message}" for f in findings
+    ]
+    if context.summary:
+        lines.append(summary_line(findings, context))
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def render_pylint(findings: list[Finding], context: ReportContext) -> str:
+    """`--format pylint`: `path:line: [CODE] message`, the shape pylint-reading tools parse."""
+    return "".join(f"{f.path}:{f.line}: [{f.code}] {f.message}\n" for f in findings)
+
+
+def render_statistics(findings: list[Finding], context: ReportContext) -> str:
+    """One row per code, most frequent first; then the run's total, as the plain report ends."""
     counts = Counter((f.code, f.name) for f in findings)
     fixable = {f.code for f in findings if f.safely_fixable}
     lines = [
         f"{count:>6}  {code}  [{'*' if code in fixable else ' '}] {name}"
         for (code, name), count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     ]
+    if context.summary:
+        lines.append(summary_line(findings, context))
     return "\n".join(lines) + ("\n" if lines else "")

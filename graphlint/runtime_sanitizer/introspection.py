@@ -24,7 +24,10 @@ def _driver():
     try:
         from cuda.bindings import driver
     except ImportError as error:  # pragma: no cover - depends on the machine
-        raise IntrospectionError("cuda-bindings is not installed: pip install 'graphlint[runtime]'") from error
+        raise IntrospectionError(
+            "cuda-bindings is not installed: pip install '.[runtime]' from a clone, "
+            "'cuda-graphlint[runtime]' from the index"
+        ) from error
     return driver
 
 

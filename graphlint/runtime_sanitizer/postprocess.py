@@ -36,12 +36,15 @@ def _suppressions(path: str, cache: dict[str, FileSuppressions]) -> FileSuppress
 
 
 def suppressed(finding: Finding, cache: dict[str, FileSuppressions]) -> bool:
-    """Whether a comment on the finding's line (or a skip-file) in its source file covers it."""
+    """Whether a comment on the finding's line, a disable block around it or a skip-file in its
+    source file covers it."""
     found = _suppressions(finding.path, cache)
     if found.skip_file:
         return True
     on_line = found.by_line.get(finding.line)
-    return on_line is not None and on_line.covers(finding.code)
+    if on_line is not None and on_line.covers(finding.code):
+        return True
+    return any(block.covers(finding.line, finding.code) for block in found.blocks)
 
 
 def merge_identical(findings: Iterable[Finding]) -> list[Finding]:

@@ -30,6 +30,8 @@ from graphlint.runtime_sanitizer.graph_counts import GraphCounts
 from graphlint.runtime_sanitizer.postprocess import finish
 from graphlint.runtime_sanitizer.report import state_findings
 
+RUN_LOCATION = "<pytest>"  # where findings about the whole session are located (as `<string>` for -c)
+
 _KEY = pytest.StashKey[list]()  # on the config: (test id, finding); on an item: its findings
 _STATE = pytest.StashKey[Availability]()  # absent when the option is off
 _GRAPHS = pytest.StashKey[GraphCounts]()
@@ -73,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("graphlint_sanitize") is None:
         return
     state = config.stash[_STATE] = availability()
-    where = (str(config.rootpath), 1)
+    where = (RUN_LOCATION, 1)  # the session itself: no file of it is where the sanitizer failed
     config.stash[_KEY].extend(("", f) for f in state_findings(state.reason, state.untested, where))
     if state.reason and config.getoption("graphlint_sanitize") == "error":
         if not config.getoption("graphlint_sanitize_allow_inactive"):

@@ -65,9 +65,17 @@ def program_name(arguments: list[str]) -> str:
             continue
         if arg == "--" or not arg.startswith("-") or arg == "-":
             following = arguments[index + 1] if arg == "--" and index + 1 < len(arguments) else arg
-            return following
+            return _runnable_file(following)
         index += 1
     return "<stdin>"
+
+
+def _runnable_file(program: str) -> str:
+    """A folder (or zip) Python runs is its `__main__.py`: findings about the run are located
+    there, not at a line of a folder."""
+    if os.path.isdir(program):
+        return os.path.join(program, "__main__.py")
+    return program
 
 
 def hook_blocked(arguments: list[str]) -> str:

@@ -34,9 +34,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import NamedTuple
-
-import networkx as nx
+from typing import TYPE_CHECKING, NamedTuple
 
 from graphlint.checkers.machinery.call_contexts import CallContexts, Context, join
 from graphlint.checkers.machinery.call_targets import PARAMETER_TARGETS
@@ -45,6 +43,9 @@ from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.model import COMPILE, GRAPH, CallRef, FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.resolution import Bindings, Resolver
 from graphlint.findings import CallSite
+
+if TYPE_CHECKING:  # networkx loads when a graph is built, not when the rules are listed
+    import networkx as nx
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,9 @@ class CallGraph:
     def __init__(self, resolver: Resolver, log: ErrorLog) -> None:
         contexts = CallContexts(resolver.flow, resolver.functions) if resolver.flow.solved else None
         seeds = _seeds(resolver, contexts, log)
-        self.graph = nx.DiGraph()
+        import networkx
+
+        self.graph = networkx.DiGraph()
         self.graph.add_nodes_from(resolver.functions)
         walk = _Walk(resolver, contexts)
         walk.run(seeds, log)
@@ -248,12 +251,14 @@ def _add_roots(graph: nx.DiGraph, seeds: list[_Seed]) -> None:
 # -- reach: shortest paths from the roots ----------------------------------------------------------
 def _capture_reach(graph: nx.DiGraph, resolver: Resolver) -> dict[str, Reach]:
     """Every function a capture runs, with its region kind and shortest call path."""
+    import networkx
+
     reach: dict[str, Reach] = {}
     for kind in (GRAPH, COMPILE):  # graph captures first: their consequence is the one reported
         root = CaptureRoot(kind)
         if root not in graph:
             continue
-        for node, nodes in nx.single_source_dijkstra_path(graph, root, weight="weight").items():
+        for node, nodes in networkx.single_source_dijkstra_path(graph, root, weight="weight").items():
             if node != root and node not in reach:
                 reach[node] = Reach(kind, tuple(_call_sites(graph, resolver, nodes)))
     return reach

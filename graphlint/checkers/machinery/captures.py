@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.call_targets import (
     PARAMETER_TARGETS,
@@ -21,10 +20,15 @@ from graphlint.checkers.machinery.call_targets import (
     ValueCall,
 )
 from graphlint.checkers.machinery.capture_origins import CaptureOrigins
+from graphlint.checkers.machinery.misnamed_modules import MisnamedModule, defined_in_project, misnamed_modules
 from graphlint.checkers.machinery.model import COMPILE, CallRef, EntryRef, FunctionSummary, ModuleSummary, OpaqueCall
 from graphlint.checkers.machinery.names import LIBRARY_ROOTS
 from graphlint.checkers.machinery.project import Project
 from graphlint.checkers.machinery.value_flow import CallKey
+from graphlint.checkers.machinery.value_kinds import MASK_METHODS, PY_METHODS, TENSOR_ONLY_METHODS
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 RESOLVED, OUTSIDE, UNRESOLVED = "resolved", "outside", "unresolved"
 _CAPTURE_LIKE = re.compile(r"graph|capture", re.IGNORECASE)
@@ -85,12 +89,14 @@ class CaptureReport:
     regions: list[CaptureRegion]
     unseen: list[UnseenContext]
     functions_reached: int = 0  # distinct functions reached from any region
+    misnamed: list[MisnamedModule] = field(default_factory=list)  # callables whose file took another name
 
     def to_dict(self) -> dict:
         return {
             "regions": [r.to_dict() for r in self.regions],
             "unseen_contexts": [u.to_dict() for u in self.unseen],
             "functions_reached": self.functions_reached,
+            "warnings": [m.to_dict() | {"message": m.message()} for m in self.misnamed],
         }
 
 
@@ -100,8 +106,9 @@ def capture_report(project: Project) -> CaptureReport:
     origins = CaptureOrigins(project.flow, (fact for s in project.summaries.values() for fact in s.flow))
     regions: list[CaptureRegion] = []
     unseen: list[UnseenContext] = []
+    library = _library_methods(project)
     for path, summary in sorted(project.summaries.items()):
-        regions.extend(_with_regions(project, origins, path, summary))
+        regions.extend(_with_regions(project, origins, path, summary, library))
         regions.extend(_entry_regions(project, origins, path, summary))
         unseen.extend(_unseen(project, path, summary))
     everything: set[str] = set()
@@ -110,10 +117,12 @@ def capture_report(project: Project) -> CaptureReport:
         region.reached = len(reached)
         everything |= reached
     regions.sort(key=lambda r: (r.path, r.line, r.kind))
-    return CaptureReport(regions, unseen, len(everything))
+    return CaptureReport(regions, unseen, len(everything), misnamed_modules(project))
 
 
-def _with_regions(project: Project, origins: CaptureOrigins, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
+def _with_regions(
+    project: Project, origins: CaptureOrigins, path: str, summary: ModuleSummary, library: frozenset[str]
+) -> list[CaptureRegion]:
     found: dict[int, CaptureRegion] = {}
     for region_id, region in enumerate(summary.regions):
         if not project.region_active(summary, region_id):
@@ -130,14 +139,58 @@ def _with_regions(project: Project, origins: CaptureOrigins, path: str, summary:
                 judged = _judge_call(project, call, function, text)
                 if (judged is None and isinstance(call.target, ValueCall)) or (judged and judged.status != RESOLVED):
                     judged = _placed(origins, call.flow_key(function.qualname), call.target, text, judged)
-                _add(found[region_id].callables, judged)
+                _add(
+                    found[region_id].callables,
+                    judged if _is_function(call.target) else _unless_library(judged, library),
+                )
                 if judged is not None and isinstance(call.target, ValueCall):
                     followed.add((function.display, call.line))
     for opaque in summary.opaque:
         region_id = project.active_region(summary, opaque.regions) if opaque.regions else None
         if opaque.kind == "call" and region_id is not None and (opaque.function, opaque.line) not in followed:
-            _add(found[region_id].callables, _judge_opaque(opaque))
+            _add(found[region_id].callables, _unless_library(_judge_opaque(opaque), library))
     return list(found.values())
+
+
+# Methods of tensors and of Python's own types: `y.detach()`, `outs.append(y)` on a value
+# graphlint did not type are operations, not captured user code to list as unresolved.
+_BUILTIN_TYPES = (list, dict, set, frozenset, tuple, str, bytes, int, float)
+_TENSOR_METHODS = frozenset(
+    {
+        "to", "cpu", "split", "unbind", "repeat", "repeat_interleave", "view_as", "reshape_as", "type",
+        "argsort", "masked_select", "masked_scatter_", "index_add_", "index_copy_", "index_put_", "index_fill_",
+        "scatter_", "scatter_add_", "sub_", "div_", "pow_", "clamp_min", "clamp_max", "addmm", "baddbmm",
+        "addcmul_", "addcdiv_", "lerp_", "uniform_", "normal_", "bernoulli_", "exponential_", "random_",
+        "requires_grad_", "retain_grad", "backward", "pin_memory", "tensor_split", "split_with_sizes",
+        "as_strided", "unfold", "cumprod", "fmod", "remainder", "floor_divide", "exp_", "sqrt_", "neg_", "abs_",
+        "sigmoid_", "tanh_", "relu_", "div", "squeeze_", "unsqueeze_", "t_", "transpose_", "resize_", "set_",
+        "copy", "masked_fill", "any", "all", "dim", "size", "stride",
+    }
+)  # fmt: skip
+_LIBRARY_METHODS = (
+    TENSOR_ONLY_METHODS
+    | PY_METHODS
+    | MASK_METHODS
+    | _TENSOR_METHODS
+    | {name for kind in _BUILTIN_TYPES for name in dir(kind) if not name.startswith("_")}
+)
+
+
+def _library_methods(project: Project) -> frozenset[str]:
+    """The library method names no project class defines (one that does may be meant)."""
+    defined = {name for cls in project.classes.values() for name in cls.methods}
+    return frozenset(_LIBRARY_METHODS - defined)
+
+
+def _is_function(target: CallTarget) -> bool:
+    return isinstance(target, FunctionTarget)  # `pkg.get(...)`: a module's function, not a method
+
+
+def _unless_library(captured: Captured | None, library: frozenset[str]) -> Captured | None:
+    """None for a method call that is not resolved and names a library method: an operation."""
+    if captured is None or captured.status == RESOLVED or "." not in captured.text:
+        return captured
+    return None if captured.text.rpartition(".")[2] in library else captured
 
 
 def _entry_regions(project: Project, origins: CaptureOrigins, path: str, summary: ModuleSummary) -> list[CaptureRegion]:
@@ -216,7 +269,7 @@ def _judge_call(project: Project, call: CallRef, function: FunctionSummary, text
         return None
     if isinstance(target, PARAMETER_TARGETS):
         return Captured(target.text(), OUTSIDE, f"a parameter of `{function.display}`")
-    if isinstance(target, FunctionTarget) and not _defined_here(project, target.name):
+    if isinstance(target, FunctionTarget) and not defined_in_project(project, target.name):
         return Captured(target.text(), OUTSIDE, _not_analysed(target.name))
     if isinstance(target, MethodTarget) and project.resolve_name(target.owner) in project.protocols:
         why = f"`{target.owner}` is a typing.Protocol: the class that implements it is not named here"
@@ -238,7 +291,7 @@ def _judge_entry(project: Project, entry: EntryRef, text: str | None) -> Capture
         return Captured(shown, RESOLVED, targets=targets)
     if isinstance(target, ValueCall):
         return None  # not followed: its expression is listed as an opaque captured callable
-    if isinstance(target, FunctionTarget) and not _defined_here(project, target.name):
+    if isinstance(target, FunctionTarget) and not defined_in_project(project, target.name):
         return Captured(target.text(), OUTSIDE, _not_analysed(target.name))
     return Captured(target.text(), UNRESOLVED, "no definition found for this target")
 
@@ -277,38 +330,17 @@ def _judge_opaque(opaque: OpaqueCall) -> Captured:
     return Captured(opaque.text, UNRESOLVED, "the expression's value is not known to graphlint")
 
 
-def _defined_here(project: Project, dotted: str) -> bool:
-    """Whether ``dotted`` names something in an analysed module (or re-exported by one).
-
-    `pkg.sub.fn` where `pkg` is analysed but its submodule `sub` is not (a wheel that leaves
-    out `torchao._models.llama`) is not: the longest analysed module must bind the next name."""
-    if dotted in project.aliases:
-        return True
-    head = dotted
-    while head and head not in project.modules:
-        if head in project.aliases:
-            return True
-        head = head.rpartition(".")[0]
-    if not head or head == dotted:
-        return bool(head)
-    bound = f"{head}.{dotted[len(head) + 1 :].partition('.')[0]}"
-    return (
-        bound in project.aliases
-        or project.resolve_name(bound) is not None
-        or bound in project.flow.values
-        or bound in project.flow.defs
-    )
-
-
 def _add(callables: list[Captured], found: Captured | None) -> None:
     if found is not None and found not in callables:
         callables.append(found)
 
 
 def _reached(graph: nx.DiGraph, region: CaptureRegion) -> set[str]:
+    import networkx
+
     seeds = {t for c in region.callables for t in c.targets}
     reached = set(seeds)
     for seed in seeds:
         if seed in graph:
-            reached |= nx.descendants(graph, seed)
+            reached |= networkx.descendants(graph, seed)
     return reached

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 
 from graphlint.checkers.machinery.call_targets import ArgValue, CallTarget
 from graphlint.findings import Fix
-from graphlint.suppressions import Suppression
+from graphlint.suppressions import SuppressedBlock, Suppression
 
 
 class Compact:
@@ -162,6 +162,7 @@ class ModuleSummary:
     flow: list[tuple] = field(default_factory=list)  # value-flow facts (value_facts)
     flow_defs: dict[str, tuple] = field(default_factory=dict)  # value-flow definitions (value_facts)
     suppressions: dict[int, Suppression] = field(default_factory=dict)
+    suppressed_blocks: tuple[SuppressedBlock, ...] = ()  # `# graphlint: disable[...]` ... `enable[...]`
     skip_file: bool = False
     error: str | None = None  # GL000 reason
     internal_error: str | None = None  # GL002: graphlint failed on this file (message)

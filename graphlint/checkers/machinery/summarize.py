@@ -18,6 +18,7 @@ from graphlint.checkers.machinery import value_kinds as T
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.capture_state import capture_predicates, guard_calls, stream_capture_calls
 from graphlint.checkers.machinery.detectors import hooks_for, static_codes
+from graphlint.checkers.machinery.dynamic_imports import bind_dynamic_imports, bind_torch_aliases, importer_call
 from graphlint.checkers.machinery.host_attributes import host_attributes
 from graphlint.checkers.machinery.model import ClassSummary, ModuleSummary
 from graphlint.checkers.machinery.module_state import ModuleState
@@ -67,9 +68,16 @@ class FileSummarizer:
     def _collect_imports_and_defs(self) -> None:
         st = self.state
         self._graphed_calls: list[ast.Call] = []
+        importers = []  # `torch = pytest.importorskip("torch")` and the like
         for node in all_statements(st.tree.body):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 st.imports.add(node)
+            elif isinstance(node, ast.Assign):
+                candidate = importer_call(node)
+                if candidate is not None:
+                    importers.append(candidate)
+        bind_dynamic_imports(importers, st.imports)
+        bind_torch_aliases(module_level_statements(st.tree.body), st.imports)
         # Whole-tree scans only for files that mention what they look for.
         if "register_generator_state" in self.source or "make_graphed_callables" in self.source:
             for node in ast.walk(st.tree):

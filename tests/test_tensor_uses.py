@@ -67,7 +67,6 @@ def test_a_tensor_only_use_makes_the_parameter_a_tensor(use: str) -> None:
         "torch.is_tensor(a)",
         "torch.cuda.stream(a)",
         "dist.all_reduce(a)",
-        "other.copy_(a)",
         "[t @ w for t in a]",
         "(lambda: a @ w)",
     ],
@@ -102,7 +101,7 @@ def test_a_use_after_rebinding_marks_the_new_binding_only() -> None:
             return total, x
         """
     )
-    assert params == set()
+    assert params == {"w"}  # what `copy_` copies from is a tensor
     assert values == {"make(w)"}
 
 
@@ -131,8 +130,22 @@ def test_a_use_in_a_loop_before_its_rebinding_reads_the_binding_before_the_loop(
                 a = step(a)
         """
     )
-    assert params == {"a"}
+    assert params == {"a", "w"}
     assert values == set()
+
+
+def test_what_copy_copies_from_is_a_tensor() -> None:
+    """`pinned.copy_(act, non_blocking=True)`: an offload's source is a device tensor, whatever
+    made it (`act = layer(x)`), and `Tensor.copy_` takes nothing else."""
+    params, values = _uses(
+        """
+        def f(layer, x, pinned):
+            act = layer(x)
+            pinned.copy_(act, non_blocking=True)
+        """
+    )
+    assert params == {"pinned"}
+    assert values == {"layer(x)"}
 
 
 def test_a_walrus_binds_like_an_assignment() -> None:

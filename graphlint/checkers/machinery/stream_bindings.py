@@ -27,6 +27,7 @@ class StreamBindings:
     tensors: TensorState
     current: list[str]
     plain: set[str]
+    untracked: dict[str, tuple[str, int]]  # name -> (stream, position) of a binding not tracked
     params: set[str]
     callee: Callable[[ast.Call], Binder | None]  # stream_calls: the same-file function a call runs
 
@@ -81,7 +82,14 @@ class StreamBindings:
                 storages = [content for storage in storages for content in storage.contents]
             return Binding(list(storages), list(base.producers)) if storages else None
         if isinstance(root, (ast.Name, ast.Attribute)):  # a parameter, `self.buf`, a global
-            return self._external(name, now) if self._is_tensor_value(value or root) else None
+            if not self._is_tensor_value(value or root):
+                return None
+            if part and isinstance(root, ast.Name) and root.id in self.untracked:
+                # `k = k_ag.view(n, -1)`: a view writes nothing; its data is what the binding
+                # of `k_ag` (a parameter, a call's result) held, made then and there.
+                stream, made = self.untracked[root.id]
+                return Binding([new_storage(name, stream, owned=False)], [(stream, made)])
+            return self._external(name, now)
         return self.made_by(root, name, now)  # a view of a temporary: `torch.randn(n).view(...)`
 
     def _external(self, name: str, now: int) -> Binding:
@@ -168,6 +176,10 @@ class StreamBindings:
     def rebind(self, name: str, binding: Binding | None, stmt: ast.stmt, now: int) -> None:
         """``name`` now holds ``binding``; the memory it held before may be freed."""
         old = self.tensors.pop(name, None)
+        if binding is None:
+            self.untracked[name] = (self.current[-1], now)
+        else:
+            self.untracked.pop(name, None)
         if binding is not None:
             binding.local = name not in self.w.globals
             for storage in binding.storages:

@@ -25,9 +25,9 @@ from graphlint.checkers.machinery.flow import FlowState, walk
 from graphlint.checkers.machinery.names import evaluation_order, source_text
 from graphlint.checkers.machinery.stream_bindings import StreamBindings
 from graphlint.checkers.machinery.stream_calls import StreamCalls, is_host_copy
-from graphlint.checkers.machinery.stream_identity import MAIN, UNKNOWN, StreamNames
+from graphlint.checkers.machinery.stream_identity import MAIN, UNKNOWN, StreamNames, counter_test, int_value
 from graphlint.checkers.machinery.stream_releases import Deferred, DeferredReleases
-from graphlint.checkers.machinery.tensor_state import Storage, TensorState, Use, closure
+from graphlint.checkers.machinery.tensor_state import Binding, Storage, TensorState, Use, closure
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.module_state import Binder, ModuleState
@@ -98,6 +98,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.pushed: list[int] = []  # streams entered per open `with`
         self.tensors = TensorState()  # name -> what device memory it holds (tensor_state)
         self.plain: set[str] = set()  # names bound to Python values built here (strings)
+        # Names bound to values not tracked as tensors -> (stream, position) of that binding.
+        self.untracked: dict[str, tuple[str, int]] = {param: (MAIN, 0) for param in walker.summary.params}
         self.dead = False  # after `return`/`raise`: this path is over
         self.off_device = False  # in a branch for a device other than CUDA
         self.waits: list[tuple[str, str, int, int]] = []  # (waiter, waited-for, cutoff, at)
@@ -113,6 +115,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.names = StreamNames(walker)
         self.waited_events = _waited_events(walker.body)
         self.host_floor: dict[str, int] = {}  # host buffer -> syncs up to here ran on another path only
+        self.passes: dict[int, int] = {}  # loop statement -> passes begun (counter values)
         self.init_releases()
         self.init_calls()
 
@@ -202,6 +205,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
     def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
         if self.dead:
             return
+        counted = self._counter_pass(stmt)
         if isinstance(stmt.target, ast.Name):
             now = self.tick()
             self.rebind(stmt.target.id, self.loop_binding(stmt.target, stmt.iter, now), stmt, now)
@@ -209,11 +213,22 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         else:
             self.bind(stmt.target, None, stmt)
         self.names.bind_element(stmt.target, stmt.iter)
+        if counted is not None and isinstance(stmt.target, ast.Name):
+            self.names.counters[stmt.target.id] = counted
+
+    def _counter_pass(self, stmt: ast.For | ast.AsyncFor) -> int | None:
+        """`for i in range(...)` with a constant start: the value of `i` on this pass (the
+        flow's two passes are iterations 0 and 1 of the range: both run when it has two)."""
+        done = self.passes.get(id(stmt), 0)
+        self.passes[id(stmt)] = done + 1
+        start = _range_start(self.w, stmt.iter)
+        return None if start is None else start + done
 
     # -- alternatives: each starts from the state before them; after, what either left --------
     _FORKED = (
         "tensors",
         "plain",
+        "untracked",
         "dead",
         "off_device",
         "waits",
@@ -245,6 +260,9 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             start[3].append(self.names.snapshot())
             self.names.restore(start[2])
         if isinstance(stmt, ast.If):
+            decided = counter_test(stmt.test, self.names.counters)
+            if decided is not None and decided != (index == 0):
+                self.dead = True  # `if i > 0:` on the pass where `i` is 0: this path does not run
             narrowed = _none_in_branch(stmt.test, index)
             if narrowed is not None:
                 self.tensors.pop(narrowed, None)  # `if x is None:` x holds no tensor on this path
@@ -258,7 +276,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.names.merge(start[3])
         ends = [*start[1], {name: getattr(self, name) for name in self._FORKED}]
         live = [end for end in ends if not end["dead"]] or ends[-1:]
-        self.tensors = TensorState.join([end["tensors"] for end in live])
+        self.tensors = TensorState.join([end["tensors"] for end in live], [set(end["untracked"]) for end in live])
+        self.untracked = {name: bound for end in live for name, bound in end["untracked"].items()}
         self.dead = all(end["dead"] for end in live)
         self.plain = set().union(*(end["plain"] for end in live))
         self.waits = _union_lists(end["waits"] for end in live)
@@ -276,12 +295,15 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self.host_floor[name] = now  # a path reaches here unsynchronised: other paths' syncs do not count
 
     def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        self.passes[id(stmt)] = 0
         self.loop_entered(stmt.body)
 
     def begin_block(self, body: list[ast.stmt]) -> None:
         self.pass_began(body)
 
     def exit_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        if isinstance(stmt, (ast.For, ast.AsyncFor)) and isinstance(stmt.target, ast.Name):
+            self.names.counters.pop(stmt.target.id, None)  # the last value: not known
         self.loop_left()
         self.dead = False  # the loop may run no pass at all
 
@@ -456,23 +478,47 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         binding = self.tensors.get(name)
         if binding is None:
             return
-        for producer, produced_at in binding.producers:
-            if (
-                producer != stream
-                and UNKNOWN not in (producer, stream)
-                and not self.ordered(producer, produced_at, stream, now)
-            ):
-                if (name, producer, produced_at, stream) not in self.crossed:  # not again in a sibling branch
-                    self.crossed.add((name, producer, produced_at, stream))
-                    self.emit(CrossStreamUse(node, name, producer, stream))
-                binding.produced = (stream, now)  # one report per crossing
-                break
+        crossing = self._crossing(binding, stream, now)
+        if crossing is not None:
+            producer, produced_at = crossing
+            if (name, producer, produced_at, stream) not in self.crossed:  # not again in a sibling branch
+                self.crossed.add((name, producer, produced_at, stream))
+                self.emit(CrossStreamUse(node, name, producer, stream))
+            binding.produced = (stream, now)  # one report per crossing
         if self.statement is not None:  # a use of a view is a use of its base; of a holder, of what it holds
-            for storage in closure(binding.storages):
+            for storage in self._this_pass(binding.storages):
                 if stream != storage.alloc_stream and not storage.holder:
                     storage.uses.append(Use(stream, now, self.statement, node))
         if write:
             binding.produced = (stream, now)
+
+    def _crossing(self, binding: Binding, stream: str, now: int) -> tuple[str, int] | None:
+        """The write on another stream, unordered with this use on ``stream``, or None.
+
+        Two kinds of joined paths are no evidence: one where the name holds a value the flow
+        does not track (`if fmt == "a": x = quantize(q)` / `else: x = layout`, a string), and,
+        when this loop pass wrote the name on some path, one that kept an earlier pass's
+        value (`if fmt == "a": q_ = ...` / `elif fmt == "b": q_ = ...` with no `else`: the
+        formats are exhaustive in fact, and the earlier pass ran on another stream)."""
+        if binding.partial:
+            return None
+        for producer, produced_at in self._this_pass_producers(binding.producers):
+            if producer != stream and UNKNOWN not in (producer, stream):
+                if not self.ordered(producer, produced_at, stream, now):
+                    return producer, produced_at
+        return None
+
+    def _this_pass_producers(self, producers: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """``producers`` less those of an earlier loop pass, when this pass wrote too."""
+        current = [p for p in producers if not any(loop.earlier_pass(p[1]) for loop in self.loops)]
+        return current or producers
+
+    def _this_pass(self, storages: list[Storage]) -> list[Storage]:
+        """The memory a use touches (views' bases, holders' contents), less what an earlier
+        loop pass made, when this pass made some of it too (the same missing `else`)."""
+        touched = list(closure(storages))
+        current = [s for s in touched if not any(loop.earlier_pass_storage(s.ident) for loop in self.loops)]
+        return current or touched
 
     def _host_synced(self, stream: str, cutoff: int, now: int, floor: int = 0) -> bool:
         """Has the host waited for ``stream``'s work up to ``cutoff`` (a sync, a blocking copy)?
@@ -794,6 +840,18 @@ def analyze(state: ModuleState, source: str) -> None:
         flow = StreamFlow(walker)
         walk(flow, body)
         flow.finish()
+
+
+def _range_start(walker: Binder, iterable: ast.expr) -> int | None:
+    """`range(n)` -> 0, `range(1, n)` -> 1; None for any other iterable, start or step."""
+    if not (isinstance(iterable, ast.Call) and walker.resolve(iterable.func) == "range") or iterable.keywords:
+        return None
+    arguments = iterable.args
+    if len(arguments) == 1:
+        return 0
+    if len(arguments) == 3 and int_value(arguments[2], {}) != 1:
+        return None
+    return int_value(arguments[0], {}) if len(arguments) in (2, 3) else None
 
 
 def _waited_events(body: list[ast.stmt]) -> frozenset[str]:

@@ -143,6 +143,9 @@ class StreamNames:
         # Local names bound so far on this path (parameters from the start): a name a branch
         # never bound cannot be read after the join on that path, so that path has no say.
         self.bound: set[str] = {*walker.summary.params, "self", "cls"}
+        # Loop counters with a known value on this pass (`for i in range(n)`: 0, then 1): the
+        # stream `streams[i]` or `streams[i % 2]` names is then one element, not an unknown.
+        self.counters: dict[str, int] = {}
 
     def denote(self, node: ast.AST, current: str) -> str:
         """The stream ``node`` denotes while ``current`` is the current stream."""
@@ -156,7 +159,7 @@ class StreamNames:
         if isinstance(node, ast.Subscript):
             elements = self.containers.get(source_text(node.value))
             if elements is not None:
-                return _element(elements, node.slice)
+                return _element(elements, node.slice, self.counters)
         text = source_text(node)
         return self.aliases.get(text, text)
 
@@ -167,6 +170,7 @@ class StreamNames:
         key = source_text(target)
         self.aliases.pop(key, None)
         self.containers.pop(key, None)
+        self.counters.pop(key, None)
         if isinstance(target, ast.Name):
             self.bound.add(key)
         if value is None:
@@ -241,15 +245,66 @@ def _has_say(path: _Paths, key: str) -> bool:
     return key in path[0] or key in path[1] or "." in key or key in path[2]
 
 
-def _element(elements: tuple[str, ...], index: ast.AST) -> str:
-    """`streams[0]`, `streams[-1]`: that element; `streams[i]`: unknown."""
-    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub) and isinstance(index.operand, ast.Constant):
-        value = index.operand.value
-        position = -value if isinstance(value, int) and not isinstance(value, bool) else None
-    elif isinstance(index, ast.Constant) and isinstance(index.value, int) and not isinstance(index.value, bool):
-        position = index.value
-    else:
-        position = None
+def _element(elements: tuple[str, ...], index: ast.AST, counters: dict[str, int]) -> str:
+    """`streams[0]`, `streams[-1]`, `streams[i % 2]` on a pass where `i` is known: that
+    element; `streams[i]` for an unknown `i`: unknown."""
+    position = int_value(index, counters)
     if position is None or not -len(elements) <= position < len(elements):
         return UNKNOWN
     return elements[position]
+
+
+_INT_OPERATIONS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Mod: lambda a, b: a % b if b else None,
+    ast.FloorDiv: lambda a, b: a // b if b else None,
+}
+
+
+def int_value(node: ast.AST, counters: dict[str, int]) -> int | None:
+    """The integer ``node`` evaluates to from constants and known counters, or None."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(node, ast.Name):
+        return counters.get(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        operand = int_value(node.operand, counters)
+        return None if operand is None else -operand
+    if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPERATIONS:
+        left, right = int_value(node.left, counters), int_value(node.right, counters)
+        if left is None or right is None:
+            return None
+        return _INT_OPERATIONS[type(node.op)](left, right)  # type: ignore[no-any-return]
+    return None
+
+
+_COMPARISONS = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+}
+
+
+def counter_test(test: ast.AST, counters: dict[str, int]) -> bool | None:
+    """The truth of a branch test on known counters (`i > 0`, `i == 1 and j < 2`), or None
+    where any part of it is unknown."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARISONS:
+        left, right = int_value(test.left, counters), int_value(test.comparators[0], counters)
+        if left is None or right is None:
+            return None
+        return bool(_COMPARISONS[type(test.ops[0])](left, right))
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = counter_test(test.operand, counters)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [counter_test(value, counters) for value in test.values]
+        if isinstance(test.op, ast.And):
+            return False if False in values else (None if None in values else True)
+        return True if True in values else (None if None in values else False)
+    return None

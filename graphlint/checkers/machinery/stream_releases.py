@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery import stream_effects as E
 from graphlint.checkers.machinery.stream_identity import MAIN
-from graphlint.checkers.machinery.tensor_state import Storage, Use
+from graphlint.checkers.machinery.tensor_state import Storage, Use, ident_mark
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.module_state import Binder
@@ -39,6 +39,16 @@ class _Loop:
     start: int
     pass_start: int = 0
     first_work: dict[str, int] = field(default_factory=dict)  # stream -> its first work in the pass
+    passes: int = 0  # passes begun
+    start_ident: int = 0  # storages made in the loop have idents from here ...
+    pass_ident: int = 0  # ... and those made in the latest pass from here
+
+    def earlier_pass(self, position: int) -> bool:
+        """Was ``position`` in an earlier pass of this loop (not before it, not this pass)?"""
+        return self.passes > 1 and self.start <= position < self.pass_start
+
+    def earlier_pass_storage(self, ident: int) -> bool:
+        return self.passes > 1 and self.start_ident <= ident < self.pass_ident
 
 
 @dataclass(eq=False)
@@ -114,7 +124,7 @@ class DeferredReleases:
         self.deferred = kept
 
     def loop_entered(self, body: list[ast.stmt]) -> None:
-        self.loops.append(_Loop(body, self.deferred_before(), self.tick()))
+        self.loops.append(_Loop(body, self.deferred_before(), self.tick(), start_ident=ident_mark()))
 
     def pass_began(self, body: list[ast.stmt]) -> None:
         """A block starts: when it is the innermost loop's body, a new pass of that loop."""
@@ -122,6 +132,8 @@ class DeferredReleases:
             loop = self.loops[-1]
             loop.pass_start = self.tick()
             loop.first_work = {}
+            loop.passes += 1
+            loop.pass_ident = ident_mark()
 
     def worked(self, stream: str, now: int) -> None:
         for loop in self.loops:

@@ -56,6 +56,12 @@ class Binding:
     storages: list[Storage]
     producers: list[tuple[str, int]]
     local: bool = True
+    # Some path that reaches here bound the name to a value this flow does not track (a
+    # branch that assigned it something else): what it holds is a tensor on some paths only.
+    partial: bool = False
+    # Alternatives bound the name to different memory (`if fmt == "a": x = f(q)` / `elif`): a
+    # use of it is a use of one of them, not of each.
+    joined: bool = False
 
     @property
     def holder(self) -> bool:
@@ -71,6 +77,11 @@ class Binding:
 
 
 _IDENTS = itertools.count(1)
+
+
+def ident_mark() -> int:
+    """An ident below every storage made from now on: which memory a later pass made."""
+    return next(_IDENTS)
 
 
 def new_storage(name: str, stream: str, owned: bool = True, holder: bool = False) -> Storage:
@@ -133,12 +144,15 @@ class TensorState(dict):
         memo: dict[int, Storage] = {}
         result = TensorState()
         for name, binding in self.items():
-            result[name] = Binding([_copy(s, memo) for s in binding.storages], list(binding.producers), binding.local)
+            storages = [_copy(s, memo) for s in binding.storages]
+            result[name] = Binding(storages, list(binding.producers), binding.local, binding.partial, binding.joined)
         return result
 
     @staticmethod
-    def join(states: list[TensorState]) -> TensorState:
-        """What either alternative left: a name holds any storage it holds in one of them."""
+    def join(states: list[TensorState], untracked: list[set[str]] | None = None) -> TensorState:
+        """What either alternative left: a name holds any storage it holds in one of them.
+        ``untracked``: per alternative, the names it bound to values the flow does not track
+        (the joined binding of such a name is `partial`)."""
         memo: dict[int, Storage] = {}
         done: set[int] = set()
         result = TensorState()
@@ -146,12 +160,20 @@ class TensorState(dict):
             for name, binding in state.items():
                 storages = [_merge(s, memo, done) for s in binding.storages]
                 if name not in result:
-                    result[name] = Binding(storages, list(binding.producers), binding.local)
+                    result[name] = Binding(
+                        storages, list(binding.producers), binding.local, binding.partial, binding.joined
+                    )
                     continue
                 merged = result[name]
+                before = {storage.ident for storage in merged.storages}
                 merged.storages = _union(merged.storages, storages)
+                merged.joined = merged.joined or binding.joined or before != {s.ident for s in storages}
                 merged.producers = list(dict.fromkeys([*merged.producers, *binding.producers]))
                 merged.local = merged.local or binding.local
+                merged.partial = merged.partial or binding.partial
+        for names in untracked or ():
+            for name in names & result.keys():
+                result[name].partial = True
         return result
 
 

@@ -3,8 +3,8 @@
 Most real code does not annotate: in `def f(a, w): x = a * 2; ...; y = x @ w` nothing says
 `x` or `w` is a tensor, so every rule that needs one (a stream use, a host sync, a release)
 stays silent. The function's own code says it, though: only a tensor is an operand of `@`
-next to a tensor, the receiver of `copy_`, `record_stream` or `data_ptr`, the first argument
-of `torch.relu`. A scan in source order, before the binder walks the function, finds those
+next to a tensor, the receiver of `copy_` (and what it copies from), `record_stream` or
+`data_ptr`, the first argument of `torch.relu`. A scan in source order, before the binder walks the function, finds those
 uses and ties each to the binding it reads: the parameter itself, or the value expression
 of the `x = value` it last saw. The binder then gives that parameter the tensor kind, and
 `ValueKinds.ty` answers "tensor" for that value expression where it knew nothing better, so
@@ -195,6 +195,8 @@ class _Scan:
         if isinstance(func, ast.Attribute) and func.attr in EVIDENCE_METHODS and isinstance(func.value, ast.Name):
             if self.resolve(func) is None:  # x.copy_(...), not a module's function
                 self.use(func.value)
+                if func.attr == "copy_" and call.args:
+                    self.use(call.args[0])  # `pinned.copy_(act)`: only a tensor is copied from
                 return
         first = call.args[0] if call.args else None
         out = T.keyword(call, "out")

@@ -246,6 +246,8 @@ class ValueKinds:
                 return None
             if receiver is not None and receiver.kind == T.STREAM and method == "record_event":
                 return T.Ty(T.EVENT)
+            if receiver is None and _non_blocking_device_copy(node, method):
+                return T.T_TENSOR  # `w_cpu.to("cuda", non_blocking=True)`, whatever w_cpu is
             if receiver is None and method in T.TENSOR_ONLY_METHODS:
                 if T.named_as_host(func.value):
                     # `lens_cpu.max()`: a tensor (or array) the code calls host data
@@ -393,6 +395,15 @@ def _as_named(node: ast.Name | ast.Attribute, ty: T.Ty | None) -> T.Ty | None:
 _EXTERNAL_ROOTS = frozenset(
     {"torch", "numpy", "typing", "collections", "dataclasses", "enum", "pathlib", "logging", "abc"}
 )
+
+
+def _non_blocking_device_copy(call: ast.Call, method: str) -> bool:
+    """`x.cuda(non_blocking=True)`, `x.to(device, non_blocking=True)`: whatever `x` is, the
+    result is a device tensor. `Module.to` takes `non_blocking` too, but a model moved that
+    way is not the pattern: the keyword is how a prefetch or an offload reload is spelled."""
+    if not T.is_true(T.keyword(call, "non_blocking")):
+        return False
+    return method == "cuda" or (method == "to" and T.call_targets_device(call))
 
 
 def _looks_like_project_class(name: str) -> bool:

@@ -81,6 +81,7 @@ class Pair:
     origin: str = "shared"  # shared | mined
     miss: str = ""  # the judged reason class when no rule can catch it ("no-rule"), else ""
     needs: str = ""  # what a rule must see to catch it, from reading the diff
+    verdict: str = ""  # the reading of the diff: right | partly | wrong ("" not read yet)
 
     @property
     def key(self) -> str:
@@ -146,6 +147,7 @@ def load_pairs(path: Path = PAIRS) -> list[Pair]:
                 origin=row.get("origin", "shared"),
                 miss=row.get("miss", ""),
                 needs=row.get("needs", ""),
+                verdict=row.get("verdict", ""),
             )
         )
     return pairs
@@ -289,6 +291,7 @@ def measure(pair: Pair, mirrors: Path, work: Path, modes: list[str], jobs: int) 
         "codes": list(pair.codes),
         "hazard": pair.hazard,
         "origin": pair.origin,
+        "verdict": pair.verdict,
         "hazard_span": list(span) if span else None,
         "modes": {mode: r.to_dict(span) for mode, r in results.items()},
         "reason": reason,
@@ -349,6 +352,9 @@ def print_table(rows: list[dict], modes: list[str]) -> None:
             f"  (stream {caught_streams}/{len(streams)}, capture and replay "
             f"{caught - caught_streams}/{len(rows) - len(streams)})"
         )
+    wrong = [r for r in rows if r.get("verdict") == "wrong"]
+    if wrong:
+        print(f"({len(wrong)} pair(s) read as wrong, counted above: {', '.join(r['key'] for r in wrong)})")
     reasons = Counter(r["reason"] for r in rows if r["reason"])
     if reasons:
         print("default-mode misses: " + ", ".join(f"{k} {v}" for k, v in reasons.most_common()))
@@ -386,12 +392,15 @@ def markdown(rows: list[dict], modes: list[str], measured: str) -> str:
         "CAUGHT: a named code in the named file at the parent, fewer at the fix; * one of them on the "
         "hazard's function. reason: why the default mode misses it.",
         "",
-        "| pair | file | codes | " + " | ".join(modes) + " | reason |",
-        "|---|---|---|" + "---|" * len(modes) + "---|",
+        "| pair | file | codes | read | " + " | ".join(modes) + " | reason |",
+        "|---|---|---|---|" + "---|" * len(modes) + "---|",
     ]
     for row in rows:
         cells = " | ".join(_cell(row["modes"].get(mode)) for mode in modes)
-        lines.append(f"| {row['key']} | {row['file']} | {','.join(row['codes'])} | {cells} | {row['reason']} |")
+        read = row.get("verdict", "")
+        lines.append(
+            f"| {row['key']} | {row['file']} | {','.join(row['codes'])} | {read} | {cells} | {row['reason']} |"
+        )
     lines.append("")
     for mode in modes:
         caught = sum(1 for r in rows if r["modes"].get(mode, {}).get("caught"))

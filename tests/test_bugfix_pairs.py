@@ -38,6 +38,7 @@ def test_every_pair_is_well_formed():
         assert pair.file.endswith(".py") and not pair.file.startswith("/"), pair
         assert pair.origin in ("shared", "mined"), pair
         assert pair.miss in ("", "no-rule"), pair
+        assert pair.verdict in ("", "right", "partly", "wrong"), pair
         assert (pair.repo, pair.fix, pair.file) not in seen, pair
         seen.add((pair.repo, pair.fix, pair.file))
 

@@ -19,7 +19,7 @@ from graphlint.cache import CACHE_DIR_NAME
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
 from graphlint.engine import CheckOptions, CheckResult, check, default_jobs
 from graphlint.findings import Finding
-from graphlint.fixes import fix_file, write_atomic
+from graphlint.fixes import SourceText, fix_file, replace_if_unchanged, source_text
 from graphlint.registry import all_rules, get_rule
 from graphlint.reporters import FORMATS, ReportContext, render
 
@@ -216,16 +216,16 @@ def _add_noqa(args: argparse.Namespace, result: CheckResult) -> int:
         data = result.sources.get(display)
         if data is None or display == "-":
             continue
-        original = data.decode("utf-8-sig", errors="strict")
-        outcome = add_noqa(original, found)
+        source = source_text(data)
+        if source is None:
+            continue
+        outcome = add_noqa(source.text, found)
         if outcome.error:
             _note(args, f"graphlint: not adding noqa to {display}: {outcome.error}")
             continue
         for line in outcome.skipped:
             _note(args, f"graphlint: {display}:{line}: no place for a comment on this line; not suppressed")
-        if outcome.added:
-            bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
-            write_atomic(str(Path(display).resolve()), bom + outcome.text)
+        if outcome.added and _write_edited(display, str(Path(display).resolve()), data, source, outcome.text):
             added += outcome.added
     _note(args, f"graphlint: added {added} noqa directive{'s' if added != 1 else ''}")
     return EXIT_OK
@@ -606,21 +606,19 @@ def _fix_loop(
             data = result.sources.get(display)
             if data is None or display in refused:
                 continue
-            try:
-                original = data.decode("utf-8-sig")
-            except UnicodeDecodeError:
+            source = source_text(data)
+            if source is None:
                 continue
-            outcome = fix_file(display, original, found, args.unsafe_fixes)
+            outcome = fix_file(display, source.text, found, args.unsafe_fixes)
             if outcome.error:
                 refused.add(display)
                 print(f"graphlint: not fixing {display}: {outcome.error}; the file is unchanged", file=sys.stderr)
                 continue
             if not outcome.applied:
                 continue
-            fixed = outcome.fixed
-            if data.startswith(b"\xef\xbb\xbf"):
-                fixed = "\ufeff" + fixed
-            write_atomic(paths[display], fixed)
+            if not _write_edited(display, paths[display], data, source, outcome.fixed):
+                refused.add(display)
+                continue
             fixed_total += len(outcome.applied)
             fixed_findings.extend(outcome.applied)
             fixed_files.add(display)
@@ -637,6 +635,21 @@ def _fix_loop(
     return result
 
 
+def _write_edited(display: str, path: str, read: bytes, source: SourceText, text: str) -> bool:
+    """Write an edited file in its own encoding unless it changed since the run read it (the
+    user's edit wins; the file is skipped with a note); whether it was written."""
+    data = source.encode(text)
+    reason = (
+        f"the edit does not fit its encoding ({source.encoding})"
+        if data is None
+        else replace_if_unchanged(path, read, data)
+    )
+    if reason is not None:
+        print(f"graphlint: not writing {display}: {reason}; the file is unchanged", file=sys.stderr)
+        return False
+    return True
+
+
 def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
     result = _run_check(args, resolver, options)
     chunks = []
@@ -644,10 +657,10 @@ def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOpti
         data = result.sources.get(display)
         if data is None:
             continue
-        try:
-            original = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
+        source = source_text(data)
+        if source is None:
             continue
+        original = source.text
         outcome = fix_file(display, original, found, args.unsafe_fixes)
         if outcome.error:
             print(f"graphlint: cannot fix {display}: {outcome.error}", file=sys.stderr)

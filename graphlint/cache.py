@@ -71,7 +71,10 @@ def cache_key(data: bytes, module: str, is_package: bool, codes: frozenset[str] 
     digest = hashlib.blake2b(digest_size=20)
     rules = ",".join(sorted(codes))
     digest.update(
-        f"{__version__}|{code_fingerprint()}|{_FORMAT}|{sys.version_info[:2]}|{module}|{is_package}|{rules}|".encode()
+        f"{__version__}|{code_fingerprint()}|{_FORMAT}|{sys.version_info[:2]}|{module}|{is_package}|{rules}|".encode(
+            "utf-8",
+            "surrogatepass",  # a file name that is not UTF-8 holds surrogates
+        )
     )
     digest.update(data)
     return digest.hexdigest()

@@ -7,8 +7,10 @@ internal error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import gc
+import io
 import os
 import sys
 import traceback
@@ -339,6 +341,7 @@ def _report_fixed(args: argparse.Namespace, fixed: list[Finding]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _escape_unencodable_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command in ("check", "captures", "callgraph"):
@@ -374,6 +377,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+def _escape_unencodable_output() -> None:
+    """Write whatever stdout and stderr can encode: a non-ASCII path on an ASCII terminal, or
+    a file name that is not UTF-8 (held as surrogates), comes out backslash-escaped instead of
+    losing the report to a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, io.UnsupportedOperation):
+                reconfigure(errors="backslashreplace")
+
+
 def _collect_less_often() -> None:
     """A batch run builds many long-lived objects (trees, summaries, the value flow) and frees
     few, so the cycle collector's default thresholds walk an ever larger heap for little: about
@@ -397,7 +411,7 @@ def _sanitize(args: argparse.Namespace) -> int:
     _print_sanitize_summary(outcome, findings)
     if args.report:
         files = tuple(sorted({f.path for f in findings}))
-        Path(args.report).write_text(render(args.format, findings, ReportContext(files=files)), encoding="utf-8")
+        _write_output(args.report, render(args.format, findings, ReportContext(files=files)))
     if args.mode == "error" and outcome.status == 0:
         if outcome.reason and not args.allow_inactive:
             print(
@@ -565,11 +579,20 @@ def _emit(args: argparse.Namespace, result: CheckResult) -> None:
     else:
         report = render(args.format, _with_fix_edits(args.format, result), context)
     if args.output_file:
-        output = Path(args.output_file)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(report, encoding="utf-8")
+        _write_output(args.output_file, report)
     else:
         sys.stdout.write(report)
+
+
+def _write_output(name: str, report: str) -> None:
+    """Write a report file (its folder made if missing); a clean error when it cannot be.
+    A path that is not UTF-8 (a file name's surrogates) is written backslash-escaped."""
+    output = Path(name)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(report, encoding="utf-8", errors="backslashreplace")
+    except OSError as error:
+        raise _UsageError(f"cannot write {name}: {error.strerror or error}") from None
 
 
 def _with_fix_edits(fmt: str, result: CheckResult) -> list[Finding]:
@@ -678,7 +701,7 @@ def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOpti
             )
     text = "".join(chunks)
     if args.output_file:
-        Path(args.output_file).write_text(text, encoding="utf-8")
+        _write_output(args.output_file, text)
     else:
         sys.stdout.write(text)
     if args.exit_zero or not text:

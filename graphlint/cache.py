@@ -213,10 +213,13 @@ def _no_gc() -> Iterator[None]:
 
 def _atomic_write(path: Path, data: dict, directory: Path) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_marker_files(directory)
         with _no_gc():
             encoded = cache_codec.dumps(data)
+    except (TypeError, ValueError, RecursionError):
+        return  # a value the format cannot hold (a graphlint bug): the next run is cold, not broken
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_marker_files(directory)
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".cache")
         try:
             with os.fdopen(handle, "wb") as out:

@@ -111,3 +111,13 @@ def test_summaries_round_trip_through_the_cache_format(write_tree) -> None:
     (root / "b.py").write_text("import torch\n\ndef f(m):\n    return torch.compile(m)  # changed\n")
     warm = check([str(root)], ConfigResolver(cwd=root), options)
     assert warm.cache_hits == 1 and warm.findings == cold.findings
+
+
+def test_a_value_the_format_cannot_hold_is_not_cached_and_does_not_crash(tmp_path: Path) -> None:
+    from graphlint.cache import SummaryCache
+    from graphlint.checkers.machinery.model import ModuleSummary
+
+    cache = SummaryCache(tmp_path / "cache")
+    cache.put("key", ModuleSummary(module="m", flow=[(object(),)]))
+    cache.save()
+    assert SummaryCache(tmp_path / "cache").get("key") is None

@@ -28,8 +28,8 @@ def on_term(signum, frame):
     raise KeyboardInterrupt
 
 signal.signal(signal.SIGTERM, on_term)
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # inside the try: a signal right after it is still handled
     time.sleep(60)
 except KeyboardInterrupt:
     time.sleep(1)

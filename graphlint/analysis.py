@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import io
+import os
+import stat
 import tokenize
 import traceback
 import warnings
@@ -19,9 +21,17 @@ from graphlint.suppressions import parse_suppressions
 
 
 def read_source(path: str) -> tuple[bytes | None, str | None]:
-    """The file's bytes, or why they could not be read."""
+    """The file's bytes, or why they could not be read. Only a regular file is read: a FIFO
+    named `x.py` would block the run forever, `/dev/zero` never end. The file is opened
+    without blocking and checked on its descriptor, so it cannot be swapped in between."""
     try:
-        with open(path, "rb") as handle:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with open(descriptor, "rb") as handle:
+            kind = os.fstat(descriptor).st_mode
+            if stat.S_ISDIR(kind):
+                return None, "is a directory, not a file"
+            if not stat.S_ISREG(kind):
+                return None, f"not a regular file ({_file_kind(kind)}); only regular files are read"
             return handle.read(), None
     except FileNotFoundError:
         return None, "file not found (it may have been removed during the run)"
@@ -31,6 +41,12 @@ def read_source(path: str) -> tuple[bytes | None, str | None]:
         return None, "permission denied"
     except OSError as error:
         return None, f"cannot read file: {error.strerror or error}"
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    kinds += ((stat.S_ISSOCK, "a socket"),)
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def decode_source(data: bytes) -> tuple[str | None, str | None]:

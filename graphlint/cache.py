@@ -1,5 +1,8 @@
 """The summary cache in `.graphlint_cache/` (like ruff's `.ruff_cache/`).
 
+The files are data, never pickles (`cache_codec`: JSON with a checksum): a cache that came
+with the repository cannot run code, and one that fails validation is a miss.
+
 What is cached is each file's `ModuleSummary`, keyed by a hash of everything it depends
 on: the file's bytes, its module name, graphlint's version and the Python grammar. The
 project phase (call graph, reachability, selection, suppressions) is always recomputed
@@ -11,19 +14,22 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import hashlib
 import os
-import pickle
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from graphlint import __version__
+from graphlint import __version__, cache_codec
 from graphlint.checkers.machinery.model import ModuleSummary
+from graphlint.findings import Finding
 
 CACHE_DIR_NAME = ".graphlint_cache"
-_FORMAT = 2  # bump whenever a summary type changes shape
+_FORMAT = 3  # bump whenever a summary type changes shape
 _MAX_ENTRIES = 50_000
 _MAX_RESULTS = 16
 _MAX_DELTAS = 8
@@ -65,7 +71,10 @@ def cache_key(data: bytes, module: str, is_package: bool, codes: frozenset[str] 
     digest = hashlib.blake2b(digest_size=20)
     rules = ",".join(sorted(codes))
     digest.update(
-        f"{__version__}|{code_fingerprint()}|{_FORMAT}|{sys.version_info[:2]}|{module}|{is_package}|{rules}|".encode()
+        f"{__version__}|{code_fingerprint()}|{_FORMAT}|{sys.version_info[:2]}|{module}|{is_package}|{rules}|".encode(
+            "utf-8",
+            "surrogatepass",  # a file name that is not UTF-8 holds surrogates
+        )
     )
     digest.update(data)
     return digest.hexdigest()
@@ -86,19 +95,13 @@ class SummaryCache:
     @property
     def _file(self) -> Path:
         assert self.directory is not None
-        return self.directory / f"v{__version__}" / "summaries.pickle"
+        return self.directory / f"v{__version__}" / "summaries.cache"
 
     def _load(self) -> None:
         """The main file, then every delta written since it was last compacted."""
-        for path in [self._file, *sorted(self._file.parent.glob("delta-*.pickle"))]:
-            try:
-                with open(path, "rb") as handle:
-                    entries = pickle.load(handle)
-            except FileNotFoundError:
-                continue
-            except Exception:  # a corrupt or foreign cache only costs a cold run
-                continue
-            if isinstance(entries, dict):
+        for path in [self._file, *sorted(self._file.parent.glob("delta-*.cache"))]:
+            entries = _read(path, ModuleSummary)
+            if entries is not None:
                 if path != self._file:
                     self._deltas.append(path)
                 self._entries.update(entries)
@@ -125,19 +128,14 @@ class SummaryCache:
     @property
     def _results_file(self) -> Path:
         assert self.directory is not None
-        return self.directory / f"v{__version__}" / "results.pickle"
+        return self.directory / f"v{__version__}" / "results.cache"
 
     def _load_results(self) -> dict[str, list]:
         if self._results is None:
-            self._results = {}
-            if self.directory is not None:
-                try:
-                    with open(self._results_file, "rb") as handle:
-                        loaded = pickle.load(handle)
-                    if isinstance(loaded, dict):
-                        self._results = loaded
-                except Exception:
-                    pass
+            loaded = _read(self._results_file, list) if self.directory is not None else None
+            self._results = {
+                key: findings for key, findings in (loaded or {}).items() if all(_valid_finding(f) for f in findings)
+            }
         return self._results
 
     def get_result(self, run_key: str) -> list | None:
@@ -151,7 +149,7 @@ class SummaryCache:
         results[run_key] = findings
         while len(results) > _MAX_RESULTS:
             results.pop(next(iter(results)))
-        _atomic_pickle(self._results_file, results, self.directory)
+        _atomic_write(self._results_file, results, self.directory)
 
     def save(self) -> None:
         """Write what this run added: a small delta file, or (when deltas pile up or the cache
@@ -163,24 +161,74 @@ class SummaryCache:
             entries = self._entries
             if len(entries) > _MAX_ENTRIES:  # keep what this run used
                 entries = {k: v for k, v in entries.items() if k in self._used}
-            _atomic_pickle(self._file, entries, self.directory)
+            _atomic_write(self._file, entries, self.directory)
             for delta in self._deltas:
                 with contextlib.suppress(OSError):
                     delta.unlink()
         else:
-            name = f"delta-{time.time_ns():020d}-{os.getpid()}.pickle"
-            _atomic_pickle(self._file.parent / name, self._new, self.directory)
+            name = f"delta-{time.time_ns():020d}-{os.getpid()}.cache"
+            _atomic_write(self._file.parent / name, self._new, self.directory)
         self._new = {}
 
 
-def _atomic_pickle(path: Path, data: object, directory: Path) -> None:
+def _read(path: Path, value_type: type) -> dict[str, Any] | None:
+    """A cache file's ``{key: value}`` entries; None when it is missing or does not validate
+    (foreign, corrupted, truncated, another format, a pickle): a cold run, never a crash."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    with _no_gc():
+        try:
+            entries = cache_codec.loads(data)
+        except cache_codec.CacheFormatError:
+            return None
+    if type(entries) is not dict or not all(
+        type(key) is str and type(value) is value_type for key, value in entries.items()
+    ):
+        return None
+    return entries
+
+
+def _valid_finding(finding: object) -> bool:
+    """A cached finding is reported as is, so it must be a whole `Finding` of plain fields."""
+    if type(finding) is not Finding:
+        return False
+    texts = (finding.code, finding.name, finding.severity, finding.message, finding.path)
+    numbers = (finding.line, finding.column, finding.end_line, finding.end_column)
+    return all(type(t) is str for t in texts) and all(type(n) is int for n in numbers)
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The collector finds no garbage in a freshly built cache, yet would walk it many times."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _atomic_write(path: Path, data: dict, directory: Path) -> None:
+    try:
+        with _no_gc():
+            encoded = cache_codec.dumps(data)
+    except (TypeError, ValueError, RecursionError):
+        return  # a value the format cannot hold (a graphlint bug): the next run is cold, not broken
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_marker_files(directory)
-        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pickle")
-        with os.fdopen(handle, "wb") as out:
-            pickle.dump(data, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temp, path)
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".cache")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(encoded)
+            os.replace(temp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
     except OSError:
         pass  # a read-only tree still gets checked, just without a cache
 

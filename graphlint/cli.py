@@ -7,8 +7,10 @@ internal error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import gc
+import io
 import os
 import sys
 import traceback
@@ -19,7 +21,7 @@ from graphlint import __version__
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
 from graphlint.config_flags import add_config_flags, render_settings, resolver_from_args
 from graphlint.findings import Finding
-from graphlint.fixes import fix_file, write_atomic
+from graphlint.fixes import SourceText, fix_file, replace_if_unchanged, source_text
 from graphlint.registry import all_rules, get_rule
 from graphlint.reporters import FORMATS, ReportContext, render
 
@@ -227,16 +229,16 @@ def _add_noqa(args: argparse.Namespace, result: CheckResult) -> int:
         data = result.sources.get(display)
         if data is None or display == "-":
             continue
-        original = data.decode("utf-8-sig", errors="strict")
-        outcome = add_noqa(original, found)
+        source = source_text(data)
+        if source is None:
+            continue
+        outcome = add_noqa(source.text, found)
         if outcome.error:
             _note(args, f"graphlint: not adding noqa to {display}: {outcome.error}")
             continue
         for line in outcome.skipped:
             _note(args, f"graphlint: {display}:{line}: no place for a comment on this line; not suppressed")
-        if outcome.added:
-            bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
-            write_atomic(str(Path(display).resolve()), bom + outcome.text)
+        if outcome.added and _write_edited(display, str(Path(display).resolve()), data, source, outcome.text):
             added += outcome.added
     _note(args, f"graphlint: added {added} noqa directive{'s' if added != 1 else ''}")
     return EXIT_OK
@@ -351,6 +353,7 @@ def _report_fixed(args: argparse.Namespace, fixed: list[Finding]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _escape_unencodable_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command in ("check", "captures", "callgraph"):
@@ -386,6 +389,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+def _escape_unencodable_output() -> None:
+    """Write whatever stdout and stderr can encode: a non-ASCII path on an ASCII terminal, or
+    a file name that is not UTF-8 (held as surrogates), comes out backslash-escaped instead of
+    losing the report to a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, io.UnsupportedOperation):
+                reconfigure(errors="backslashreplace")
+
+
 def _collect_less_often() -> None:
     """A batch run builds many long-lived objects (trees, summaries, the value flow) and frees
     few, so the cycle collector's default thresholds walk an ever larger heap for little: about
@@ -409,7 +423,7 @@ def _sanitize(args: argparse.Namespace) -> int:
     _print_sanitize_summary(outcome, findings)
     if args.report:
         files = tuple(sorted({f.path for f in findings}))
-        Path(args.report).write_text(render(args.format, findings, ReportContext(files=files)), encoding="utf-8")
+        _write_output(args.report, render(args.format, findings, ReportContext(files=files)))
     if args.mode == "error" and outcome.status == 0:
         if outcome.reason and not args.allow_inactive:
             print(
@@ -603,11 +617,20 @@ def _emit(args: argparse.Namespace, result: CheckResult) -> None:
     else:
         report = render(args.format, _with_fix_edits(args.format, result), context)
     if args.output_file:
-        output = Path(args.output_file)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(report, encoding="utf-8")
+        _write_output(args.output_file, report)
     else:
         sys.stdout.write(report)
+
+
+def _write_output(name: str, report: str) -> None:
+    """Write a report file (its folder made if missing); a clean error when it cannot be.
+    A path that is not UTF-8 (a file name's surrogates) is written backslash-escaped."""
+    output = Path(name)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(report, encoding="utf-8", errors="backslashreplace")
+    except OSError as error:
+        raise _UsageError(f"cannot write {name}: {error.strerror or error}") from None
 
 
 def _with_fix_edits(fmt: str, result: CheckResult) -> list[Finding]:
@@ -644,21 +667,19 @@ def _fix_loop(
             data = result.sources.get(display)
             if data is None or display in refused:
                 continue
-            try:
-                original = data.decode("utf-8-sig")
-            except UnicodeDecodeError:
+            source = source_text(data)
+            if source is None:
                 continue
-            outcome = fix_file(display, original, found, args.unsafe_fixes)
+            outcome = fix_file(display, source.text, found, args.unsafe_fixes)
             if outcome.error:
                 refused.add(display)
                 print(f"graphlint: not fixing {display}: {outcome.error}; the file is unchanged", file=sys.stderr)
                 continue
             if not outcome.applied:
                 continue
-            fixed = outcome.fixed
-            if data.startswith(b"\xef\xbb\xbf"):
-                fixed = "\ufeff" + fixed
-            write_atomic(paths[display], fixed)
+            if not _write_edited(display, paths[display], data, source, outcome.fixed):
+                refused.add(display)
+                continue
             fixed_total += len(outcome.applied)
             fixed_findings.extend(outcome.applied)
             fixed_files.add(display)
@@ -675,6 +696,21 @@ def _fix_loop(
     return result
 
 
+def _write_edited(display: str, path: str, read: bytes, source: SourceText, text: str) -> bool:
+    """Write an edited file in its own encoding unless it changed since the run read it (the
+    user's edit wins; the file is skipped with a note); whether it was written."""
+    data = source.encode(text)
+    reason = (
+        f"the edit does not fit its encoding ({source.encoding})"
+        if data is None
+        else replace_if_unchanged(path, read, data)
+    )
+    if reason is not None:
+        print(f"graphlint: not writing {display}: {reason}; the file is unchanged", file=sys.stderr)
+        return False
+    return True
+
+
 def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
     result = _run_check(args, resolver, options)
     chunks = []
@@ -682,10 +718,10 @@ def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOpti
         data = result.sources.get(display)
         if data is None:
             continue
-        try:
-            original = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
+        source = source_text(data)
+        if source is None:
             continue
+        original = source.text
         outcome = fix_file(display, original, found, args.unsafe_fixes)
         if outcome.error:
             print(f"graphlint: cannot fix {display}: {outcome.error}", file=sys.stderr)
@@ -703,7 +739,7 @@ def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOpti
             )
     text = "".join(chunks)
     if args.output_file:
-        Path(args.output_file).write_text(text, encoding="utf-8")
+        _write_output(args.output_file, text)
     else:
         sys.stdout.write(text)
     if args.exit_zero or not text:

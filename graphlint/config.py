@@ -100,15 +100,23 @@ def _load_table(path: Path) -> dict | None:
             data = tomllib.load(handle)
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: not UTF-8 (byte {error.start})") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: 'tool' must be a table ([tool.graphlint])")
     if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("graphlint")
+        table = tool.get("graphlint")
         if table is not None and not isinstance(table, dict):
             raise ConfigError(f"{path}: [tool.graphlint] must be a table")
         return table
     # A dedicated file passed with --config: [tool.graphlint] or top-level keys.
-    return data.get("tool", {}).get("graphlint", data)
+    table = tool.get("graphlint", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.graphlint] must be a table")
+    return table
 
 
 # The standalone files, in the order they win within one folder; pyproject.toml comes last.
@@ -212,7 +220,7 @@ class ConfigResolver:
     def for_directory(self, directory: Path) -> Settings:
         if self._explicit is not None:
             return self._explicit
-        directory = directory.resolve()
+        directory = real_path(directory)
         chain = []
         current: Path | None = directory
         found = self.default
@@ -307,8 +315,14 @@ def matches_pattern(relative_path: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(relative_path, pattern + "/*")
 
 
+def real_path(path: Path | str) -> Path:
+    """The absolute path with symlinks followed, as `Path.resolve()`, except that a symlink
+    loop is left as it is instead of raising: reading it then fails, as a GL000."""
+    return Path(os.path.realpath(path))
+
+
 def relative_to_root(path: Path, settings: Settings) -> str:
     try:
-        return path.resolve().relative_to(settings.root).as_posix()
+        return real_path(path).relative_to(settings.root).as_posix()
     except ValueError:
         return path.as_posix()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graphlint.checkers.machinery.names import module_name_for
-from graphlint.config import ConfigResolver, Settings, matches_pattern, relative_to_root
+from graphlint.config import ConfigResolver, Settings, matches_pattern, real_path, relative_to_root
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def _excluded(path: Path, settings: Settings) -> bool:
 
 def excluded_with_parents(path: Path, settings: Settings) -> bool:
     """Whether ``path`` or a folder above it, up to the config root, is excluded."""
-    absolute = path.resolve()
+    absolute = real_path(path)
     candidates = [absolute]
     for parent in absolute.parents:
         if parent == settings.root or settings.root not in parent.parents:
@@ -132,6 +132,8 @@ def _imported_through(package: Path, dotted: str) -> bool:
     `megatron` is where module names start (a PEP 420 namespace portion at the top)."""
     pattern = re.compile(rf"^[ \t]*(?:from|import)[ \t]+{re.escape(dotted)}\b", re.MULTILINE)
     for path in sorted(package.glob("*.py")):
+        if not path.is_file():
+            continue  # only regular files are read: a FIFO would block, /dev/zero never end
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -158,6 +160,8 @@ def _imports_own_children(directory: Path) -> bool:
     be the folder's (a sub-package and a module in it), so a library import that happens to
     share a sub-package's name (`import onnx.helper` next to `onnx/`) is not evidence."""
     for path in directory.glob("*.py"):
+        if not path.is_file():
+            continue  # only regular files are read: a FIFO would block, /dev/zero never end
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -210,7 +214,7 @@ def discover(paths: list[str], resolver: ConfigResolver, force_exclude: bool = F
 
 
 def _add(found: dict[Path, SourceFile], display: str, path: Path, settings: Settings) -> None:
-    absolute = path.resolve() if path.exists() else path.absolute()
+    absolute = real_path(path) if path.exists() else path.absolute()
     if absolute in found:
         return
     module, is_package = _module_of(absolute)

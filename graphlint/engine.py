@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_
 from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover
 from graphlint.findings import Finding, sort_findings
+from graphlint.pool_workers import worker_pool
 from graphlint.registry import all_rules
 from graphlint.suppressions import SuppressedBlock
 
@@ -118,7 +118,7 @@ def summarize_files(
     work = [(sources[s.display], s.module, s.is_package, codes) for s in pending]
     if jobs > 1 and len(work) >= _PARALLEL_THRESHOLD:
         workers = min(jobs, len(work))
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with worker_pool(workers) as pool:
             results = list(pool.map(_summarize_job, work, chunksize=max(1, len(work) // (workers * 8))))
     else:
         results = [_summarize_job(job) for job in work]

@@ -13,9 +13,12 @@ file.
 from __future__ import annotations
 
 import ast
+import codecs
+import io
 import os
 import stat
 import tempfile
+import tokenize
 import warnings
 from dataclasses import dataclass
 
@@ -92,18 +95,73 @@ def _ast_problem(fixed: str) -> str | None:
 
 def write_atomic(path: str, text: str, encoding: str = "utf-8") -> None:
     """Replace ``path`` with ``text`` in one rename, keeping its permissions."""
+    write_bytes_atomic(path, text.encode(encoding))
+
+
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` in one rename (a temporary file in the same folder, then
+    `os.replace`), keeping its permissions: a reader or a crash never sees half a file."""
     directory = os.path.dirname(os.path.abspath(path))
     mode = stat.S_IMODE(os.stat(path).st_mode)
     handle, temp = tempfile.mkstemp(dir=directory, prefix=".graphlint-", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding=encoding, newline="") as out:
-            out.write(text)
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
         os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
         if os.path.exists(temp):
             os.unlink(temp)
         raise
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """A file's text and how to turn edited text back into its bytes (PEP 263, BOM)."""
+
+    text: str
+    encoding: str  # "utf-8-sig" when the file starts with a BOM
+
+    def encode(self, text: str) -> bytes | None:
+        """``text`` in the file's own encoding; None when it cannot hold every character."""
+        try:
+            return text.encode(self.encoding)
+        except UnicodeEncodeError:
+            return None
+
+
+def source_text(data: bytes) -> SourceText | None:
+    """The text of a file's bytes in the encoding Python reads it with; None if undecodable."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:
+        return None
+    if encoding == "utf-8" and data.startswith(codecs.BOM_UTF8):
+        encoding = "utf-8-sig"
+    try:
+        return SourceText(data.decode(encoding), encoding)
+    except (UnicodeDecodeError, LookupError):
+        return None
+
+
+def replace_if_unchanged(path: str, read: bytes, new: bytes) -> str | None:
+    """Write ``new`` over ``path`` only if it still holds the bytes ``read`` earlier in the run,
+    so an edit made meanwhile (in an editor, by a formatter) is never overwritten; the reason
+    it was skipped, or None when written. The comparison is made right before the rename."""
+    try:
+        with open(path, "rb") as handle:
+            current = handle.read()
+    except FileNotFoundError:
+        return "the file was deleted since it was read"
+    except OSError as error:
+        return f"cannot read it again: {error.strerror or error}"
+    if current != read:
+        return "the file changed since it was read (run again to fix it)"
+    try:
+        write_bytes_atomic(path, new)
+    except OSError as error:
+        return f"cannot write it: {error.strerror or error}"
+    return None
 
 
 def fix_file(path: str, original: str, findings: list[Finding], unsafe: bool) -> FileFixResult:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from graphlint.config import ConfigResolver
+from graphlint.config import ConfigResolver, real_path
 from graphlint.discovery import SourceFile, discover, excluded_with_parents
 from graphlint.engine import CheckOptions, CheckResult, check_files
 from graphlint.findings import Finding
@@ -68,7 +68,7 @@ def reported(finding: Finding, named: set[str]) -> bool:
 
 def _with_given(files: list[SourceFile], paths: list[str]) -> list[tuple[SourceFile, bool]]:
     """Pair each discovered file with whether it was named itself (not found in a folder)."""
-    given = {Path(path).resolve() for path in paths if not Path(path).is_dir()}
+    given = {real_path(path) for path in paths if not Path(path).is_dir()}
     return [(source, source.path in given) for source in files]
 
 

@@ -92,8 +92,8 @@ def test_no_cache_writes_nothing(tmp_path: Path) -> None:
 def test_corrupt_cache_costs_only_a_cold_run(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("x = 1\n")
     assert run_cli("check", ".", cwd=tmp_path).returncode == 0
-    for pickle_file in (tmp_path / ".graphlint_cache").rglob("*.pickle"):
-        pickle_file.write_bytes(b"garbage")
+    for cache_file in (tmp_path / ".graphlint_cache").rglob("*.cache"):
+        cache_file.write_bytes(b"garbage")
     assert run_cli("check", ".", cwd=tmp_path).returncode == 0
 
 
@@ -105,13 +105,13 @@ def test_a_one_file_change_writes_a_small_delta_not_the_whole_cache(tmp_path: Pa
     monkeypatch.chdir(root)
     cache_dir = tmp_path / "cache"
     _run(root, cache_dir)
-    main_file = next(cache_dir.rglob("summaries.pickle"))
+    main_file = next(cache_dir.rglob("summaries.cache"))
     before = main_file.stat().st_mtime_ns
     (root / "m3.py").write_text("def f3(x):\n    return x + 1\n")
     _, changed = _run(root, cache_dir)
     assert changed.cache_misses == 1
     assert main_file.stat().st_mtime_ns == before
-    assert len(list(main_file.parent.glob("delta-*.pickle"))) == 1
+    assert len(list(main_file.parent.glob("delta-*.cache"))) == 1
     (root / "m4.py").write_text("def f4(x):\n    return x + 2\n")
     _, again = _run(root, cache_dir)
     assert (again.cache_hits, again.cache_misses) == (11, 1)  # main file and the first delta both read

@@ -152,7 +152,7 @@ def test_sanitize_usage_errors_are_exit_2(tmp_path) -> None:
 def test_sanitize_report_says_the_sanitizer_was_inactive(tmp_path) -> None:
     pytest.importorskip("torch", reason="needs torch: without it the sanitizer gives that reason, not the missing GPU")
     report = tmp_path / "findings.json"
-    result = run_cli("sanitize", "--report", str(report), "--", "python", "-c", "pass", env=HIDE_GPU)
+    result = run_cli("sanitize", "--report", str(report), "--", "python", "-c", "import torch", env=HIDE_GPU)
     assert result.returncode == 0
     rows = json.loads(report.read_text())
     assert [row["code"] for row in rows] == ["GL500"] and "no CUDA device" in rows[0]["message"]

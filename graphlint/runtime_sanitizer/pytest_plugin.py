@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,7 +152,15 @@ def _write_report(config: pytest.Config) -> None:
     path = config.getoption("--graphlint-report")
     if path:
         rows = [{**f.to_dict(), "test": nodeid} for nodeid, f in config.stash.get(_KEY, [])]
-        Path(path).write_text(json.dumps(rows, indent=2) + "\n")
+        try:
+            Path(path).write_text(json.dumps(rows, indent=2) + "\n")
+        except OSError as error:  # a report that cannot be written does not fail a passing suite
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            message = f"graphlint sanitizer: warning: cannot write --graphlint-report {path}: {error.strerror or error}"
+            if reporter is not None:
+                reporter.write_line(message, yellow=True)
+            else:
+                print(message, file=sys.stderr)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -1,9 +1,12 @@
 """`graphlint sanitize -- python [FLAGS] SCRIPT|-c CODE|-m MODULE [ARGS]`: run a program under
 sanitized replay and collect what it found.
 
-The program runs in a child interpreter (this one's executable) with the user's command line
-unchanged, so every Python flag (`-c`, `-m`, `-u`, `-W`, `-X`, `-O`, ...), an uncaught
-exception's traceback and the exit status are exactly Python's. A start-up hook
+The program runs as a shell would run it: `python` is this interpreter, any other interpreter
+(`python3.12`, a path) or console script (`pytest`) is the one named, with the user's command
+line unchanged, so every Python flag (`-c`, `-m`, `-u`, `-W`, `-X`, `-O`, ...), an uncaught
+exception's traceback and the exit status are exactly Python's. SIGINT and SIGTERM sent to
+`graphlint sanitize` are passed on to the program, which is waited for: its own cleanup
+(a checkpoint saved on KeyboardInterrupt) runs, and its exit status is the one returned. A start-up hook
 (`bootstrap/sitecustomize.py`, first on the child's PYTHONPATH) installs the guard before the
 program runs and hands its findings back in a file when the child exits.
 """
@@ -12,9 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,9 +50,36 @@ class RunOutcome:
     graphs: GraphCounts = field(default_factory=GraphCounts)
 
 
+_INTERPRETER = re.compile(r"(python|pypy)[0-9.]*[a-z]?(\.exe)?", re.IGNORECASE)
+
+
+def _is_interpreter(program: str) -> bool:
+    return _INTERPRETER.fullmatch(Path(program).name) is not None
+
+
+def child_command(command: list[str]) -> list[str]:
+    """The command to start. `python`, a flag or a script: this interpreter. Another
+    interpreter (`python3.12`) or a console script (`pytest`): the one PATH names, as a
+    shell would run it (a path is run as given)."""
+    arguments = interpreter_arguments(command)
+    first = command[0]
+    if first == "python" or not (_is_interpreter(first) or _is_command_name(first)):
+        return [sys.executable, *arguments]
+    found = shutil.which(first)
+    if found is None:
+        raise UsageError(f"no such program: {first}")
+    return [found, *command[1:]]
+
+
+def _is_command_name(word: str) -> bool:
+    """A program to look up (`pytest`), not a script, a folder or an interpreter flag."""
+    return not word.startswith("-") and not word.endswith(".py") and os.sep not in word and "/" not in word
+
+
 def interpreter_arguments(command: list[str]) -> list[str]:
-    """The arguments for the child interpreter: the command without its leading `python`."""
-    if command and Path(command[0]).name.startswith("python"):
+    """The interpreter's arguments: the command without its leading interpreter (a console
+    script and its arguments are kept whole)."""
+    if command and _is_interpreter(command[0]):
         command = command[1:]
     if not command:
         raise UsageError("nothing to run: give `-- python SCRIPT [ARGS]`, `-- python -m MODULE` or `-- python -c CODE`")
@@ -96,8 +130,8 @@ def run(command: list[str], graph_dir: str | None = None) -> RunOutcome:
     """Run the program in a child interpreter under the sanitizer; wait for it.
 
     With ``graph_dir``, each graph the sanitizer analyses is drawn there (SVG and HTML)."""
-    arguments = interpreter_arguments(command)
-    blocked = hook_blocked(arguments)
+    argv = child_command(command)
+    blocked = hook_blocked(argv[1:]) if argv[0] == sys.executable or _is_interpreter(command[0]) else ""
     with tempfile.TemporaryDirectory(prefix="graphlint-sanitize-") as folder:
         report = Path(folder) / "report.json"
         env = dict(os.environ)
@@ -110,7 +144,7 @@ def run(command: list[str], graph_dir: str | None = None) -> RunOutcome:
         )
         if graph_dir:
             env["GRAPHLINT_SANITIZE_GRAPH_DIR"] = str(Path(graph_dir).resolve())
-        status = _exit_status(subprocess.run([sys.executable, *arguments], env=env).returncode)
+        status = _exit_status(_wait_forwarding_signals(argv, env))
         if blocked:
             return RunOutcome(status, reason=f"the start-up hook could not run: {blocked}")
         if not report.exists():
@@ -120,6 +154,42 @@ def run(command: list[str], graph_dir: str | None = None) -> RunOutcome:
                 "(a crash, `os._exit`, or a start-up failure): what it did is unknown",
             )
         return _outcome(status, json.loads(report.read_text(encoding="utf-8")))
+
+
+def _wait_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
+    """Start the program and wait for it, passing SIGINT and SIGTERM on, as a shell does."""
+    try:
+        child = subprocess.Popen(argv, env=env)
+    except OSError as error:
+        raise UsageError(f"cannot run {argv[0]}: {error.strerror or error}") from None
+    previous: dict[int, object] = {}
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGINT, signal.SIGTERM):
+            previous[number] = signal.signal(number, lambda signum, frame: _forward(child, signum))
+    try:
+        return child.wait()
+    finally:
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)  # type: ignore[arg-type]
+
+
+def _forward(child: subprocess.Popen, signum: int) -> None:
+    if signum == signal.SIGINT and _terminal_sends_it_too():
+        return  # Ctrl-C reached the program itself: a second one would cut its cleanup short
+    if child.poll() is None:
+        child.send_signal(signum)
+
+
+def _terminal_sends_it_too() -> bool:
+    """Whether this process is in the terminal's foreground group (then the program, in the
+    same group, got the terminal's SIGINT directly)."""
+    for descriptor in (0, 1, 2):
+        try:
+            if os.isatty(descriptor):
+                return os.tcgetpgrp(descriptor) == os.getpgrp()
+        except OSError:
+            continue
+    return False
 
 
 def _exit_status(code: int) -> int:

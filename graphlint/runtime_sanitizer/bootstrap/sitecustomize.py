@@ -35,6 +35,12 @@ def _chain_user_sitecustomize():
 _report = _restore_environment()
 _chain_user_sitecustomize()
 if _report:
-    from graphlint.runtime_sanitizer.session import start
+    try:
+        from graphlint.runtime_sanitizer.session import start
+    except ImportError as _error:  # another interpreter, without graphlint: the program still runs
+        import json
 
-    start(_report)
+        with open(_report, "w", encoding="utf-8") as _out:
+            json.dump({"reason": f"this interpreter cannot import graphlint ({_error})"}, _out)
+    else:
+        start(_report)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 
 from graphlint.checkers.machinery.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
@@ -58,14 +59,21 @@ _Ordering = tuple[int, str, str, list[str]]  # line, receiver, method, arguments
 class UnjoinedStreamInCapture(Detector):
     rule = RULE
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._function: FunctionWalker | None = None
+        self._ordering = _StreamOrdering([])
+
     def on_stream_context(self, w: FunctionWalker, node: ast.With | ast.AsyncWith, stream: ast.expr) -> None:
         """A side stream inside a capture must fork from and join back to the capture."""
         if isinstance(stream, ast.Call):
             return  # with torch.cuda.stream(torch.cuda.current_stream()) and similar: no fork
+        if self._function is not w:  # once per function, not per stream block: linear in the blocks
+            self._function, self._ordering = w, _StreamOrdering(_ordering_calls(w))
         text = source_text(stream)
-        ordering = _ordering_calls(w)
-        forked = _ordering_before(w, ordering, node.lineno, text)
-        joined = _joined_after(ordering, node.end_lineno or node.lineno, text)
+        start = w.st.summary.regions[w.regions[-1]].line if w.regions else getattr(w.node, "lineno", 0)
+        forked = self._ordering.forked(text, start, node.lineno)
+        joined = self._ordering.joined(text, node.end_lineno or node.lineno)
         if forked and joined:
             return
         missing = []
@@ -88,25 +96,49 @@ def _ordering_calls(w: FunctionWalker) -> list[_Ordering]:
     return found
 
 
-def _ordering_before(w: FunctionWalker, ordering: list[_Ordering], line: int, stream: str) -> bool:
-    """Did ``stream`` wait on something between the start of the capture and ``line``?"""
-    start = w.st.summary.regions[w.regions[-1]].line if w.regions else getattr(w.node, "lineno", 0)
-    for at, receiver, method, args in ordering:
-        if start <= at < line:
-            if receiver == stream and method in ("wait_stream", "wait_event"):
-                return True
-            if method == "wait" and stream in args:
-                return True
-    return False
+class _StreamOrdering:
+    """A function's ordering calls, indexed so that each stream block asks in O(log n):
 
+    - a fork of ``stream`` is ``stream.wait_stream(...)``/``stream.wait_event(...)`` or
+      ``e.wait(stream)``;
+    - a join is, after the block, ``other.wait_stream(stream)``, a ``wait_event``/``wait`` on
+      another receiver, or ``stream.synchronize()``/``torch.cuda.synchronize()``.
+    """
 
-def _joined_after(ordering: list[_Ordering], line: int, stream: str) -> bool:
-    for at, receiver, method, args in ordering:
-        if at > line:
-            if method == "wait_stream" and stream in args and receiver != stream:
-                return True
-            if method in ("wait_event", "wait") and receiver != stream:
-                return True
-            if method == "synchronize" and receiver in (stream, "torch.cuda"):
-                return True
-    return False
+    def __init__(self, ordering: list[_Ordering]) -> None:
+        forks: dict[str, list[int]] = {}
+        self._joined_by_name: dict[str, int] = {}  # stream -> last line that joins it by name
+        self._last_wait: dict[str, int] = {}  # receiver -> its last wait_event/wait line
+        self._last_global_sync = -1
+        for at, receiver, method, args in ordering:
+            if method in ("wait_stream", "wait_event"):
+                forks.setdefault(receiver, []).append(at)
+            if method == "wait":
+                for arg in args:
+                    forks.setdefault(arg, []).append(at)
+            if method == "wait_stream":
+                for arg in args:
+                    if arg != receiver:
+                        self._joined_by_name[arg] = max(self._joined_by_name.get(arg, -1), at)
+            if method in ("wait_event", "wait"):
+                self._last_wait[receiver] = max(self._last_wait.get(receiver, -1), at)
+            if method == "synchronize":
+                if receiver == "torch.cuda":
+                    self._last_global_sync = max(self._last_global_sync, at)
+                else:
+                    self._joined_by_name[receiver] = max(self._joined_by_name.get(receiver, -1), at)
+        self._forks = {stream: sorted(lines) for stream, lines in forks.items()}
+        self._latest_waits = sorted(((at, r) for r, at in self._last_wait.items()), reverse=True)[:2]
+
+    def forked(self, stream: str, start: int, line: int) -> bool:
+        """Did ``stream`` wait on something between the start of the capture and ``line``?"""
+        lines = self._forks.get(stream, [])
+        index = bisect.bisect_left(lines, start)
+        return index < len(lines) and lines[index] < line
+
+    def joined(self, stream: str, line: int) -> bool:
+        """Is ``stream`` joined back after ``line``?"""
+        if self._joined_by_name.get(stream, -1) > line or self._last_global_sync > line:
+            return True
+        # the last wait of a receiver other than the stream: of the two latest receivers, one is
+        return any(at > line for at, receiver in self._latest_waits if receiver != stream)

@@ -31,5 +31,5 @@ def fingerprints(findings: list[Finding]) -> list[str]:
         occurrence = seen[key]
         seen[key] += 1
         text = "\0".join((*key, str(occurrence)))
-        result.append(hashlib.sha256(text.encode("utf-8")).hexdigest()[:32])
+        result.append(hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32])
     return result

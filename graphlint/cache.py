@@ -133,9 +133,7 @@ class SummaryCache:
     def _load_results(self) -> dict[str, list]:
         if self._results is None:
             loaded = _read(self._results_file, list) if self.directory is not None else None
-            self._results = {
-                key: findings for key, findings in (loaded or {}).items() if all(_valid_finding(f) for f in findings)
-            }
+            self._results = {key: findings for key, findings in (loaded or {}).items() if _valid_result(key, findings)}
         return self._results
 
     def get_result(self, run_key: str) -> list | None:
@@ -240,3 +238,11 @@ def _write_marker_files(directory: Path) -> None:
     ignore = directory / ".gitignore"
     if not ignore.exists():
         ignore.write_text("# Automatically created by graphlint.\n*\n")
+
+
+def _valid_result(key: str, entries: list) -> bool:
+    """A run's findings, or (under a key ending `|warnings`, as the engine stores them) the
+    plain messages of what the run could not reach."""
+    if key.endswith("|warnings"):
+        return all(isinstance(entry, str) for entry in entries)
+    return all(_valid_finding(entry) for entry in entries)

@@ -1,0 +1,1 @@
+"""launcher: see docs/layout.md."""

@@ -1,0 +1,1 @@
+"""capture: see docs/layout.md."""

@@ -1,0 +1,1 @@
+"""guard: see docs/layout.md."""

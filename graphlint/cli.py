@@ -383,8 +383,8 @@ def _collect_less_often() -> None:
 
 
 def _sanitize(args: argparse.Namespace) -> int:
-    from graphlint.runtime_sanitizer.postprocess import finish
-    from graphlint.runtime_sanitizer.report import state_findings
+    from graphlint.runtime_sanitizer.analysis.postprocess import finish
+    from graphlint.runtime_sanitizer.analysis.report import state_findings
     from graphlint.runtime_sanitizer.run_program import UsageError, interpreter_arguments, program_name, run
 
     command = args.program[1:] if args.program[:1] == ["--"] else args.program

@@ -69,8 +69,8 @@ def _graph(kind: str, reads: int):
 def run_case(kind: str, reads: int, placement: str) -> dict:
     import torch
 
-    from graphlint.runtime_sanitizer import device_update as du
-    from graphlint.runtime_sanitizer.introspection import _driver, _ok, snapshot_graph
+    from graphlint.launcher import device_update as du
+    from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok, snapshot_graph
 
     drv = _driver()
     graph, x, fn, out = _graph(kind, reads)
@@ -133,7 +133,7 @@ def _batched_updater(device_nodes, slots, address: int):
 
     import torch
 
-    from graphlint.runtime_sanitizer import device_update as du
+    from graphlint.launcher import device_update as du
 
     function = du._compile(torch.cuda.get_device_capability(), BATCHED, "graphlint_repoint_batched")
     rows, _ = du.pack_slots(device_nodes, slots)
@@ -176,8 +176,8 @@ def median_us(call, iterations: int = 200) -> tuple[float, float]:
 def time_case(reads: int) -> dict:
     """Where the time goes: the chain's replay plain and with its nodes opted in, and the
     updater alone and before the replay, for each launch shape."""
-    from graphlint.runtime_sanitizer import device_update as du
-    from graphlint.runtime_sanitizer.introspection import _driver, _ok, snapshot_graph
+    from graphlint.launcher import device_update as du
+    from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok, snapshot_graph
 
     drv = _driver()
     plain, *_ = _graph("chain", reads)

@@ -19,10 +19,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graphlint.runtime_sanitizer.capture import capture_attributed, capture_shifted, capture_three, module_tensors
-from graphlint.runtime_sanitizer.introspection import _driver, _ok, kernel_params_with_arguments
-from graphlint.runtime_sanitizer.report import analyze_pair
-from graphlint.runtime_sanitizer.snapshot import save_captures
+from graphlint.runtime_sanitizer.analysis.report import analyze_pair
+from graphlint.runtime_sanitizer.analysis.snapshot import save_captures
+from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok, kernel_params_with_arguments
+from graphlint.runtime_sanitizer.capture.two_captures import (
+    capture_attributed,
+    capture_shifted,
+    capture_three,
+    module_tensors,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

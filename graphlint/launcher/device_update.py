@@ -98,7 +98,7 @@ def _toolkit() -> tuple[str, str]:
 def _compile(capability: tuple[int, int], source_text: str = "", name: str = "graphlint_repoint") -> Any:
     """A kernel of ``source_text`` (the updater's by default) for this device, compiled and
     linked with the device runtime."""
-    from graphlint.runtime_sanitizer.introspection import _driver, _ok
+    from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok
 
     key = (capability, name)
     if key in _FUNCTION:
@@ -159,7 +159,7 @@ def _trial(function: Any) -> str:
     that gives the right bits may a program's graph opt in (which is final)."""
     import torch
 
-    from graphlint.runtime_sanitizer.introspection import _driver, _ok, snapshot_graph
+    from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok, snapshot_graph
 
     drv = _driver()
     x, moved = torch.arange(1024.0, device="cuda"), torch.arange(1024.0, device="cuda") + 1
@@ -197,7 +197,7 @@ def upload(graph: Any) -> None:
     would otherwise upload it then, overwriting the device-side updates made before."""
     import torch
 
-    from graphlint.runtime_sanitizer.introspection import _driver, _ok
+    from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok
 
     drv = _driver()
     stream = drv.CUstream(torch.cuda.current_stream().cuda_stream)
@@ -209,7 +209,7 @@ def make_device_updatable(handles: Sequence[Any]) -> list[int | None]:
     """Opt each kernel node of a not yet instantiated graph in to device-side updates; its device
     handle, or None where the driver refused (that node keeps host-side updates). Irreversible:
     a node that opted in stays device-updatable."""
-    from graphlint.runtime_sanitizer.introspection import _driver
+    from graphlint.runtime_sanitizer.capture.introspection import _driver
 
     drv = _driver()
     attribute = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE
@@ -262,7 +262,7 @@ class DeviceUpdater:
     ):
         import torch
 
-        from graphlint.runtime_sanitizer.introspection import _address
+        from graphlint.runtime_sanitizer.capture.introspection import _address
 
         rows, firsts = pack_slots(device_nodes, slots)
         self._table = torch.tensor(rows or [[0, 0, 0, 0]], dtype=torch.int64).cuda()

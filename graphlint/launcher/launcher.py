@@ -29,12 +29,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graphlint.launcher import update_cost
 from graphlint.registry import Rule
-from graphlint.runtime_sanitizer import analysis, update_cost
-from graphlint.runtime_sanitizer.capture import _extent, load_state, pool_segments, save_state
-from graphlint.runtime_sanitizer.introspection import _driver, _ok, kernel_params_with_arguments
-from graphlint.runtime_sanitizer.replay_guard import publish, sanitizer_internal, user_site
-from graphlint.runtime_sanitizer.report import SanitizerReport, analyze_pair, rule_finding
+from graphlint.runtime_sanitizer.analysis import two_capture as analysis
+from graphlint.runtime_sanitizer.analysis.report import SanitizerReport, analyze_pair, rule_finding
+from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok, kernel_params_with_arguments
+from graphlint.runtime_sanitizer.capture.two_captures import _extent, load_state, pool_segments, save_state
+from graphlint.runtime_sanitizer.guard.replay_guard import publish, sanitizer_internal, user_site
 from graphlint.runtime_sanitizer.rules import ALIGNMENT_HAZARD, FIXED_ADDRESS_REPOINTED
 
 
@@ -134,7 +135,7 @@ class ParameterizedLauncher:
         why. False re-points everything that can be."""
         import torch
 
-        from graphlint.runtime_sanitizer.capture import module_tensors, optimizer_tensors
+        from graphlint.runtime_sanitizer.capture.two_captures import module_tensors, optimizer_tensors
 
         if optimizer is not None and not optimizer.state:
             raise LauncherRefused(
@@ -158,7 +159,7 @@ class ParameterizedLauncher:
 
     def _build(self, fn: Callable, sample_inputs: Sequence[Any], warmup: int) -> None:
         torch = self._torch
-        from graphlint.runtime_sanitizer.capture import capture_attributed, capture_shifted, capture_three
+        from graphlint.runtime_sanitizer.capture.two_captures import capture_attributed, capture_shifted, capture_three
 
         self._drv, self._ok = _driver(), _ok
         fixed = self._fixed
@@ -199,7 +200,7 @@ class ParameterizedLauncher:
         self._exec = self._drv.CUgraphExec(first.graph.raw_cuda_graph_exec())
         self._exec_handle = int(first.graph.raw_cuda_graph_exec())
         if self._updater is not None:
-            from graphlint.runtime_sanitizer.device_update import upload
+            from graphlint.launcher.device_update import upload
 
             upload(first.graph)  # its first launch would undo the device-side updates made before
         self._host_nodes = [node for node in self._nodes if not node.on_device]
@@ -259,7 +260,7 @@ class ParameterizedLauncher:
         launch a call instead of one driver call per node. Before instantiation: the nodes must
         opt in first. All nodes or none; None if too few nodes move, the driver refuses a node
         or the updater cannot be built here (the reason is kept in `update_note`)."""
-        from graphlint.runtime_sanitizer import device_update
+        from graphlint.launcher import device_update
 
         self.update_note = ""
         if self._updates == "auto" and len(self._nodes) < self._device_threshold:

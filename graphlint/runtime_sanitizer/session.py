@@ -29,7 +29,7 @@ def start(report_path: str) -> None:
             state = availability()
             guard = None
             if state.active:
-                from graphlint.runtime_sanitizer.replay_guard import ReplayGuard
+                from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
                 guard = ReplayGuard(graph_dir=os.environ.pop("GRAPHLINT_SANITIZE_GRAPH_DIR", None)).install()
     except Exception as error:  # the program still runs; the report says the sanitizer did not

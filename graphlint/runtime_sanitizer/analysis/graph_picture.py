@@ -18,8 +18,8 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from graphlint.findings import Finding
-from graphlint.runtime_sanitizer.analysis import Word, tensor_index
-from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, Node
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot, Node
+from graphlint.runtime_sanitizer.analysis.two_capture import Word, tensor_index
 
 HAZARD_COLOURS = {"GL504": "#d62728", "GL505": "#ff7f0e", "GL502": "#9467bd"}
 _BOX_W, _BOX_H, _COL_W, _ROW_H, _MARGIN = 220, 44, 260, 78, 30

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphlint.findings import Finding
-from graphlint.runtime_sanitizer import analysis
+from graphlint.runtime_sanitizer.analysis import two_capture as analysis
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot
 from graphlint.runtime_sanitizer.rules import (
     ALIGNMENT_HAZARD,
     BAKED_HOST_VALUE,
@@ -15,7 +16,6 @@ from graphlint.runtime_sanitizer.rules import (
     UNORDERED_ACCESS,
     UNSTABLE_CAPTURE,
 )
-from graphlint.runtime_sanitizer.snapshot import GraphSnapshot
 
 
 @dataclass
@@ -35,7 +35,7 @@ class SanitizerReport:
         """Draw the analysed graph with its findings as `NAME.svg` and `NAME.html` in ``directory``."""
         if self.graph is None:
             return None
-        from graphlint.runtime_sanitizer.graph_picture import write_graph_pictures
+        from graphlint.runtime_sanitizer.analysis.graph_picture import write_graph_pictures
 
         return write_graph_pictures(Path(directory), name or self.label, self.graph, self.findings, self.words)
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, Node, Param
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot, Node, Param
 
 INPUT, OUTPUT, PARAMETER, POOL, CONSTANT, UNEXPLAINED = (
     "input",

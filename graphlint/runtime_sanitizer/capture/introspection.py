@@ -13,7 +13,7 @@ import platform
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, Node, Param, Region
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot, Node, Param, Region
 
 
 class IntrospectionError(RuntimeError):

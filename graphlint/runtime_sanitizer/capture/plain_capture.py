@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphlint.runtime_sanitizer.snapshot import GraphSnapshot
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot
 
 
 class Refused(Exception):
@@ -31,8 +31,8 @@ class CaptureOrdering:
 
     def start(self) -> None:
         try:
-            from graphlint.runtime_sanitizer.capture import _OpRecorder
-            from graphlint.runtime_sanitizer.introspection import _driver
+            from graphlint.runtime_sanitizer.capture.introspection import _driver
+            from graphlint.runtime_sanitizer.capture.two_captures import _OpRecorder
 
             _driver()  # cuda-bindings present: reading the graph will be possible
         except Exception as error:
@@ -50,9 +50,9 @@ class CaptureOrdering:
 
     def finish(self, stream: int) -> GraphSnapshot:
         """The attributed snapshot of the graph the stream is capturing; raises `Refused`."""
-        from graphlint.runtime_sanitizer.analysis import unattributed_nodes
-        from graphlint.runtime_sanitizer.capture import capturing_graph
-        from graphlint.runtime_sanitizer.introspection import IntrospectionError, snapshot_graph
+        from graphlint.runtime_sanitizer.analysis.two_capture import unattributed_nodes
+        from graphlint.runtime_sanitizer.capture.introspection import IntrospectionError, snapshot_graph
+        from graphlint.runtime_sanitizer.capture.two_captures import capturing_graph
 
         self.stop()
         if self._recorder is None:

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graphlint.runtime_sanitizer.introspection import provenance, snapshot_graph
-from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, Region
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot, Region
+from graphlint.runtime_sanitizer.capture.introspection import provenance, snapshot_graph
 
 _OFFSET_BASE = 1 << 20
 
@@ -149,7 +149,7 @@ def pool_segments(graph: Any) -> list[tuple[int, int]]:
 def capturing_graph(stream: int) -> Any | None:
     """The graph the CUDA stream (a raw handle) is capturing into, or None. The driver permits
     reading that graph while the capture goes on."""
-    from graphlint.runtime_sanitizer.introspection import _driver
+    from graphlint.runtime_sanitizer.capture.introspection import _driver
 
     drv = _driver()
     info = drv.cuStreamGetCaptureInfo(drv.CUstream(stream))
@@ -162,7 +162,7 @@ def _capture_graph_node_count() -> int | None:
     """Nodes in the graph the current stream is capturing into (None if not readable)."""
     import torch
 
-    from graphlint.runtime_sanitizer.introspection import _driver
+    from graphlint.runtime_sanitizer.capture.introspection import _driver
 
     drv = _driver()
     graph = capturing_graph(torch.cuda.current_stream().cuda_stream)
@@ -330,7 +330,7 @@ def capture_attributed(
     (for GL504). The mode can change what runs (torch.compile falls back to eager under it):
     when the graph differs from ``reference``, None, so ordering is never judged on a graph
     that is not the program's."""
-    from graphlint.runtime_sanitizer.analysis import compare_structure
+    from graphlint.runtime_sanitizer.analysis.two_capture import compare_structure
 
     attributed = capture_once(fn, inputs, fixed, warmup, seed=1234, attribute=True)
     return None if compare_structure(reference, attributed.snapshot) else attributed.snapshot

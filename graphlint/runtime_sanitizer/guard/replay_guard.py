@@ -44,12 +44,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphlint.findings import Finding
-from graphlint.runtime_sanitizer.capture import tensors_in
-from graphlint.runtime_sanitizer.grad_alias import GradAliasTracker, GradRecord, grad_alias_message
-from graphlint.runtime_sanitizer.graph_counts import GraphCounts
-from graphlint.runtime_sanitizer.kept_outputs import KeptWatch, kept_output_message
-from graphlint.runtime_sanitizer.plain_capture import CaptureOrdering, Refused
-from graphlint.runtime_sanitizer.report import ordering_findings, refused_finding, rule_finding
+from graphlint.runtime_sanitizer.analysis.grad_alias import GradAliasTracker, GradRecord, grad_alias_message
+from graphlint.runtime_sanitizer.analysis.graph_counts import GraphCounts
+from graphlint.runtime_sanitizer.analysis.kept_outputs import KeptWatch, kept_output_message
+from graphlint.runtime_sanitizer.analysis.report import ordering_findings, refused_finding, rule_finding
+from graphlint.runtime_sanitizer.capture.plain_capture import CaptureOrdering, Refused
+from graphlint.runtime_sanitizer.capture.two_captures import tensors_in
 from graphlint.runtime_sanitizer.rules import GRAPHED_GRAD_ALIAS, REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
 
 

@@ -70,13 +70,14 @@ def run_case(kind: str, reads: int, placement: str) -> dict:
     import torch
 
     from graphlint.launcher import device_update as du
-    from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok, snapshot_graph
+    from graphlint.runtime_sanitizer import driver
+    from graphlint.runtime_sanitizer.capture.introspection import snapshot_graph
 
-    drv = _driver()
+    drv = driver.bindings()
     graph, x, fn, out = _graph(kind, reads)
     snap = snapshot_graph(graph.raw_cuda_graph())
     raw = drv.CUgraph(graph.raw_cuda_graph())
-    handles = _ok(drv.cuGraphGetNodes(raw, len(snap.nodes)))[0]
+    handles = driver.ok(drv.cuGraphGetNodes(raw, len(snap.nodes)))[0]
     offsets: dict[int, list[int]] = {}  # node index -> byte offsets of x's address in its parameters
     for node in snap.nodes:
         for param in node.params:
@@ -177,15 +178,16 @@ def time_case(reads: int) -> dict:
     """Where the time goes: the chain's replay plain and with its nodes opted in, and the
     updater alone and before the replay, for each launch shape."""
     from graphlint.launcher import device_update as du
-    from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok, snapshot_graph
+    from graphlint.runtime_sanitizer import driver
+    from graphlint.runtime_sanitizer.capture.introspection import snapshot_graph
 
-    drv = _driver()
+    drv = driver.bindings()
     plain, *_ = _graph("chain", reads)
     plain.instantiate()
     row = {"kind": "timing", "reads": reads, "plain_replay": median_us(plain.replay)}
     graph, x, fn, out = _graph("chain", reads)
     snap = snapshot_graph(graph.raw_cuda_graph())
-    handles = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), len(snap.nodes)))[0]
+    handles = driver.ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), len(snap.nodes)))[0]
     found = [
         (node.index, param.offset + offset)
         for node in snap.nodes

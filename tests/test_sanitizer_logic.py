@@ -240,13 +240,13 @@ def test_nodes_no_operator_launched_make_the_ordering_unknown() -> None:
 
 
 def test_without_cuda_bindings_a_plain_capture_is_refused_with_the_reason(monkeypatch) -> None:
-    from graphlint.runtime_sanitizer.capture import introspection
+    from graphlint.runtime_sanitizer import driver
     from graphlint.runtime_sanitizer.capture.plain_capture import CaptureOrdering, Refused
 
     def missing():
-        raise introspection.IntrospectionError("cuda-bindings is not installed")
+        raise driver.IntrospectionError("cuda-bindings is not installed")
 
-    monkeypatch.setattr(introspection, "_driver", missing)
+    monkeypatch.setattr(driver, "bindings", missing)
     ordering = CaptureOrdering()
     ordering.start()
     with pytest.raises(Refused, match="cuda-bindings is not installed"):

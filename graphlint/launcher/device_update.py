@@ -98,12 +98,12 @@ def _toolkit() -> tuple[str, str]:
 def _compile(capability: tuple[int, int], source_text: str = "", name: str = "graphlint_repoint") -> Any:
     """A kernel of ``source_text`` (the updater's by default) for this device, compiled and
     linked with the device runtime."""
-    from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok
+    from graphlint.runtime_sanitizer import driver
 
     key = (capability, name)
     if key in _FUNCTION:
         return _FUNCTION[key][1]
-    drv = _driver()
+    drv = driver.bindings()
     nvcc, devrt = _toolkit()
     arch = f"{capability[0]}{capability[1]}"
     with tempfile.TemporaryDirectory() as folder:
@@ -117,16 +117,16 @@ def _compile(capability: tuple[int, int], source_text: str = "", name: str = "gr
             raise UpdaterUnavailable(f"nvcc failed: {done.stderr.strip()[:300]}")
         with open(ptx, "rb") as handle:
             code = handle.read() + b"\0"
-    state = _ok(drv.cuLinkCreate(0, [], []))
+    state = driver.ok(drv.cuLinkCreate(0, [], []))
     try:
-        _ok(drv.cuLinkAddData(state, drv.CUjitInputType.CU_JIT_INPUT_PTX, code, len(code), b"repoint", 0, [], []))
-        _ok(drv.cuLinkAddFile(state, drv.CUjitInputType.CU_JIT_INPUT_LIBRARY, devrt.encode(), 0, [], []))
-        cubin, size = _ok(drv.cuLinkComplete(state))
+        driver.ok(drv.cuLinkAddData(state, drv.CUjitInputType.CU_JIT_INPUT_PTX, code, len(code), b"repoint", 0, [], []))
+        driver.ok(drv.cuLinkAddFile(state, drv.CUjitInputType.CU_JIT_INPUT_LIBRARY, devrt.encode(), 0, [], []))
+        cubin, size = driver.ok(drv.cuLinkComplete(state))
         image = ctypes.string_at(int(cubin), int(size))
     finally:
         drv.cuLinkDestroy(state)
-    module = _ok(drv.cuModuleLoadData(image))
-    function = _ok(drv.cuModuleGetFunction(module, name.encode()))
+    module = driver.ok(drv.cuModuleLoadData(image))
+    function = driver.ok(drv.cuModuleGetFunction(module, name.encode()))
     _FUNCTION[key] = (module, function)
     return function
 
@@ -159,9 +159,10 @@ def _trial(function: Any) -> str:
     that gives the right bits may a program's graph opt in (which is final)."""
     import torch
 
-    from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok, snapshot_graph
+    from graphlint.runtime_sanitizer import driver
+    from graphlint.runtime_sanitizer.capture.introspection import snapshot_graph
 
-    drv = _driver()
+    drv = driver.bindings()
     x, moved = torch.arange(1024.0, device="cuda"), torch.arange(1024.0, device="cuda") + 1
     graph = torch.cuda.CUDAGraph(keep_graph=True)
     with torch.cuda.graph(graph):
@@ -176,7 +177,7 @@ def _trial(function: Any) -> str:
     if len(where) != 1:
         return f"the trial kernel's input pointer was not found once (found {len(where)})"
     raw = drv.CUgraph(graph.raw_cuda_graph())
-    handles = _ok(drv.cuGraphGetNodes(raw, 1))[0]
+    handles = driver.ok(drv.cuGraphGetNodes(raw, 1))[0]
     device_nodes = make_device_updatable(handles[:1])
     if device_nodes[0] is None:
         return "the driver refused the device-updatable attribute"
@@ -197,11 +198,11 @@ def upload(graph: Any) -> None:
     would otherwise upload it then, overwriting the device-side updates made before."""
     import torch
 
-    from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok
+    from graphlint.runtime_sanitizer import driver
 
-    drv = _driver()
+    drv = driver.bindings()
     stream = drv.CUstream(torch.cuda.current_stream().cuda_stream)
-    _ok(drv.cuGraphUpload(drv.CUgraphExec(graph.raw_cuda_graph_exec()), stream))
+    driver.ok(drv.cuGraphUpload(drv.CUgraphExec(graph.raw_cuda_graph_exec()), stream))
     torch.cuda.current_stream().synchronize()
 
 
@@ -209,9 +210,9 @@ def make_device_updatable(handles: Sequence[Any]) -> list[int | None]:
     """Opt each kernel node of a not yet instantiated graph in to device-side updates; its device
     handle, or None where the driver refused (that node keeps host-side updates). Irreversible:
     a node that opted in stays device-updatable."""
-    from graphlint.runtime_sanitizer.capture.introspection import _driver
+    from graphlint.runtime_sanitizer import driver
 
-    drv = _driver()
+    drv = driver.bindings()
     attribute = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE
     found: list[int | None] = []
     for handle in handles:
@@ -262,7 +263,7 @@ class DeviceUpdater:
     ):
         import torch
 
-        from graphlint.runtime_sanitizer.capture.introspection import _address
+        from graphlint.runtime_sanitizer import driver
 
         rows, firsts = pack_slots(device_nodes, slots)
         self._table = torch.tensor(rows or [[0, 0, 0, 0]], dtype=torch.int64).cuda()
@@ -275,7 +276,7 @@ class DeviceUpdater:
             ctypes.c_int(len(firsts) - 1),
         ]
         self._args = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in self._values], ctypes.addressof(self._bases))
-        self._function = _address(function)
+        self._function = driver.address(function)
         self._launch = _direct_launch()
         self._stream = _current_stream()
         self._blocks, self._threads = SHAPES[shape or SHAPE](max(len(firsts) - 1, 1))

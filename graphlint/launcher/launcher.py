@@ -31,9 +31,10 @@ from typing import Any
 
 from graphlint.launcher import update_cost
 from graphlint.registry import Rule
+from graphlint.runtime_sanitizer import driver
 from graphlint.runtime_sanitizer.analysis import two_capture as analysis
 from graphlint.runtime_sanitizer.analysis.report import SanitizerReport, analyze_pair, rule_finding
-from graphlint.runtime_sanitizer.capture.introspection import _driver, _ok, kernel_params_with_arguments
+from graphlint.runtime_sanitizer.capture.introspection import kernel_params_with_arguments
 from graphlint.runtime_sanitizer.capture.two_captures import _extent, load_state, pool_segments, save_state
 from graphlint.runtime_sanitizer.guard.replay_guard import publish, sanitizer_internal, user_site
 from graphlint.runtime_sanitizer.rules import ALIGNMENT_HAZARD, FIXED_ADDRESS_REPOINTED
@@ -161,7 +162,7 @@ class ParameterizedLauncher:
         torch = self._torch
         from graphlint.runtime_sanitizer.capture.two_captures import capture_attributed, capture_shifted, capture_three
 
-        self._drv, self._ok = _driver(), _ok
+        self._drv, self._ok = driver.bindings(), driver.ok
         fixed = self._fixed
         # The launcher owns its capture buffers: the caller's tensors are never written.
         owned = [t.clone() if isinstance(t, torch.Tensor) else t for t in sample_inputs]

@@ -13,32 +13,8 @@ import platform
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from graphlint.runtime_sanitizer import driver
 from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot, Node, Param, Region
-
-
-class IntrospectionError(RuntimeError):
-    """The graph could not be read; the sanitizer refuses rather than guess."""
-
-
-def _driver():
-    try:
-        from cuda.bindings import driver
-    except ImportError as error:  # pragma: no cover - depends on the machine
-        raise IntrospectionError("cuda-bindings is not installed: pip install 'graphlint[runtime]'") from error
-    return driver
-
-
-def _ok(result: Any) -> Any:
-    drv = _driver()
-    if isinstance(result, tuple):
-        err, rest = result[0], result[1:]
-    else:
-        err, rest = result, ()
-    if err != drv.CUresult.CUDA_SUCCESS:
-        raise IntrospectionError(f"CUDA driver call failed: {err}")
-    if not rest:
-        return None
-    return rest[0] if len(rest) == 1 else rest
 
 
 def _node_type_name(node_type: Any) -> str:
@@ -59,16 +35,16 @@ def _node_type_name(node_type: Any) -> str:
 
 
 def _kernel(drv: Any, handle: Any, node: Node) -> None:
-    params = _ok(drv.cuGraphKernelNodeGetParams(handle))
+    params = driver.ok(drv.cuGraphKernelNodeGetParams(handle))
     func = params.func
-    name = _ok(drv.cuFuncGetName(func))
+    name = driver.ok(drv.cuFuncGetName(func))
     node.name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
     node.grid = (int(params.gridDimX), int(params.gridDimY), int(params.gridDimZ))
     node.block = (int(params.blockDimX), int(params.blockDimY), int(params.blockDimZ))
     node.shared_bytes = int(params.sharedMemBytes)
     kernel_params = int(params.kernelParams) if params.kernelParams is not None else 0
     if not kernel_params:
-        data = _extra_buffer(_address(params.extra))
+        data = _extra_buffer(driver.address(params.extra))
         if data is None:
             node.note = "launched with `extra` (no kernelParams): arguments not visible"
             return
@@ -88,16 +64,6 @@ def _kernel(drv: Any, handle: Any, node: Node) -> None:
 
 # cuda.h: the keys of a kernel's `extra` array.
 _EXTRA_END, _EXTRA_BUFFER, _EXTRA_SIZE = 0, 1, 2
-
-
-def _address(value: Any) -> int:
-    """A pointer field of a cuda-bindings struct as an int (0 for NULL)."""
-    if value is None:
-        return 0
-    try:
-        return int(value)
-    except TypeError:
-        return int(value.getPtr())
 
 
 def _extra_buffer(extra: int) -> bytes | None:
@@ -134,48 +100,48 @@ def packed_extra(buffer: Any) -> tuple[Any, Any]:
 
 
 def _memcpy(drv: Any, handle: Any, node: Node) -> None:
-    params = _ok(drv.cuGraphMemcpyNodeGetParams(handle))
+    params = driver.ok(drv.cuGraphMemcpyNodeGetParams(handle))
     node.pointers = {"src": int(params.srcDevice), "dst": int(params.dstDevice)}
     node.extent = int(params.WidthInBytes) * max(1, int(params.Height)) * max(1, int(params.Depth))
 
 
 def _memset(drv: Any, handle: Any, node: Node) -> None:
-    params = _ok(drv.cuGraphMemsetNodeGetParams(handle))
+    params = driver.ok(drv.cuGraphMemsetNodeGetParams(handle))
     node.pointers = {"dst": int(params.dst)}
     node.extent = int(params.width) * int(params.elementSize) * max(1, int(params.height))
 
 
 def snapshot_graph(raw_graph: int, regions: Sequence[Region] = (), provenance: dict | None = None) -> GraphSnapshot:
     """Snapshot the graph at address ``raw_graph`` (`CUDAGraph.raw_cuda_graph()`)."""
-    drv = _driver()
+    drv = driver.bindings()
     graph = drv.CUgraph(raw_graph)
-    count = _ok(drv.cuGraphGetNodes(graph, 0))[1]
-    handles, _ = _ok(drv.cuGraphGetNodes(graph, count)) if count else ([], 0)
+    count = driver.ok(drv.cuGraphGetNodes(graph, 0))[1]
+    handles, _ = driver.ok(drv.cuGraphGetNodes(graph, count)) if count else ([], 0)
     index_of = {int(h): i for i, h in enumerate(handles)}
     nodes = []
     readers: dict[str, Callable[[Any, Any, Node], None]] = {"kernel": _kernel, "memcpy": _memcpy, "memset": _memset}
     for i, handle in enumerate(handles):
-        node = Node(index=i, type=_node_type_name(_ok(drv.cuGraphNodeGetType(handle))))
+        node = Node(index=i, type=_node_type_name(driver.ok(drv.cuGraphNodeGetType(handle))))
         try:
             if node.type in readers:
                 readers[node.type](drv, handle, node)
             elif node.type == "event_record":
-                node.event = int(_ok(drv.cuGraphEventRecordNodeGetEvent(handle)))
+                node.event = int(driver.ok(drv.cuGraphEventRecordNodeGetEvent(handle)))
             elif node.type == "event_wait":
-                node.event = int(_ok(drv.cuGraphEventWaitNodeGetEvent(handle)))
+                node.event = int(driver.ok(drv.cuGraphEventWaitNodeGetEvent(handle)))
             elif node.type == "graph":
-                child = _ok(drv.cuGraphChildGraphNodeGetGraph(handle))
+                child = driver.ok(drv.cuGraphChildGraphNodeGetGraph(handle))
                 node.child = snapshot_graph(int(child), (), None)
             elif node.type != "empty":
                 node.note = f"node type {node.type!r} is not analysed"
-        except IntrospectionError as error:
+        except driver.IntrospectionError as error:
             node.note = f"could not read this node: {error}"
         nodes.append(node)
     edges = []
     result = drv.cuGraphGetEdges(graph, 0)
     edge_count = int(result[-1])
     if edge_count:
-        result = _ok(drv.cuGraphGetEdges(graph, edge_count))
+        result = driver.ok(drv.cuGraphGetEdges(graph, edge_count))
         sources, targets = result[0], result[1]
         edges = sorted((index_of[int(a)], index_of[int(b)]) for a, b in zip(sources, targets, strict=False))
     return GraphSnapshot(nodes=nodes, edges=edges, regions=list(regions), provenance=provenance or {})
@@ -188,8 +154,8 @@ def kernel_params_with_arguments(
     driver struct, the ctypes buffers holding each argument and the `void*[]` pointing at them
     (both must outlive every use of the struct). With ``extra``, the single argument is the
     packed buffer of an `extra` launch, and the array is the `extra` array."""
-    drv = _driver()
-    original = _ok(drv.cuGraphKernelNodeGetParams(handle))
+    drv = driver.bindings()
+    original = driver.ok(drv.cuGraphKernelNodeGetParams(handle))
     buffers = [ctypes.create_string_buffer(bytes(data), len(data)) for data in arguments]
     if extra:
         array, size = packed_extra(buffers[0])
@@ -210,7 +176,7 @@ def provenance() -> dict[str, Any]:
     """Device, driver, CUDA, torch and cuda-bindings versions, and the time of recording."""
     import torch
 
-    drv = _driver()
+    drv = driver.bindings()
     info: dict[str, Any] = {
         "device": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
@@ -222,7 +188,7 @@ def provenance() -> dict[str, Any]:
         import cuda.bindings
 
         info["cuda_bindings"] = cuda.bindings.__version__
-        version = _ok(drv.cuDriverGetVersion())
+        version = driver.ok(drv.cuDriverGetVersion())
         info["driver_api"] = f"{version // 1000}.{(version % 1000) // 10}"
     except Exception:  # pragma: no cover - informational only
         pass

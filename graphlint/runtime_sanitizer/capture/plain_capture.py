@@ -31,10 +31,10 @@ class CaptureOrdering:
 
     def start(self) -> None:
         try:
-            from graphlint.runtime_sanitizer.capture.introspection import _driver
+            from graphlint.runtime_sanitizer import driver
             from graphlint.runtime_sanitizer.capture.two_captures import _OpRecorder
 
-            _driver()  # cuda-bindings present: reading the graph will be possible
+            driver.bindings()  # cuda-bindings present: reading the graph will be possible
         except Exception as error:
             self._why_not = f"{type(error).__name__}: {error}"
             return
@@ -51,8 +51,9 @@ class CaptureOrdering:
     def finish(self, stream: int) -> GraphSnapshot:
         """The attributed snapshot of the graph the stream is capturing; raises `Refused`."""
         from graphlint.runtime_sanitizer.analysis.two_capture import unattributed_nodes
-        from graphlint.runtime_sanitizer.capture.introspection import IntrospectionError, snapshot_graph
+        from graphlint.runtime_sanitizer.capture.introspection import snapshot_graph
         from graphlint.runtime_sanitizer.capture.two_captures import capturing_graph
+        from graphlint.runtime_sanitizer.driver import IntrospectionError
 
         self.stop()
         if self._recorder is None:

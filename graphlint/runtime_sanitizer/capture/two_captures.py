@@ -149,9 +149,9 @@ def pool_segments(graph: Any) -> list[tuple[int, int]]:
 def capturing_graph(stream: int) -> Any | None:
     """The graph the CUDA stream (a raw handle) is capturing into, or None. The driver permits
     reading that graph while the capture goes on."""
-    from graphlint.runtime_sanitizer.capture.introspection import _driver
+    from graphlint.runtime_sanitizer import driver
 
-    drv = _driver()
+    drv = driver.bindings()
     info = drv.cuStreamGetCaptureInfo(drv.CUstream(stream))
     if info[0] != drv.CUresult.CUDA_SUCCESS:
         return None
@@ -162,9 +162,9 @@ def _capture_graph_node_count() -> int | None:
     """Nodes in the graph the current stream is capturing into (None if not readable)."""
     import torch
 
-    from graphlint.runtime_sanitizer.capture.introspection import _driver
+    from graphlint.runtime_sanitizer import driver
 
-    drv = _driver()
+    drv = driver.bindings()
     graph = capturing_graph(torch.cuda.current_stream().cuda_stream)
     if graph is None:
         return None

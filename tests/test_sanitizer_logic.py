@@ -167,7 +167,7 @@ def test_runtime_findings_are_suppressed_on_the_reported_line(tmp_path) -> None:
 
 def test_the_user_line_is_the_innermost_frame_outside_torch_and_graphlint() -> None:
     pytest.importorskip("torch", reason="needs torch: torch's own frames are told apart by its folder")
-    from graphlint.runtime_sanitizer.guard.replay_guard import innermost_user_frame
+    from graphlint.runtime_sanitizer.guard.sites import innermost_user_frame
 
     path, line = innermost_user_frame()
     assert (
@@ -183,7 +183,8 @@ def test_on_a_thread_without_user_frames_the_backward_call_is_the_user_line() ->
     torch = pytest.importorskip("torch", reason="needs torch")
     from concurrent.futures import ThreadPoolExecutor
 
-    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard, user_site
+    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
+    from graphlint.runtime_sanitizer.guard.sites import user_site
 
     seen = []
 
@@ -362,12 +363,13 @@ def test_the_guard_reports_a_kept_static_output_as_gl503_with_the_container() ->
     import weakref
 
     from graphlint.runtime_sanitizer.analysis.kept_outputs import KeptWatch
-    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard, _GraphState
+    from graphlint.runtime_sanitizer.guard.graph_state import GraphState
+    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
     def loop(keep):
         guard = ReplayGuard()
         static_out = torch.zeros(4, 16)
-        state = _GraphState("graph captured at prog.py:7", outputs=[(weakref.ref(static_out), KeptWatch())])
+        state = GraphState("graph captured at prog.py:7", outputs=[(weakref.ref(static_out), KeptWatch())])
         kept = []
         for _ in range(4):
             state.replays += 1
@@ -388,12 +390,13 @@ def test_gl506_needs_still_version_counters_and_still_contents() -> None:
     torch = pytest.importorskip("torch")
     import weakref
 
-    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard, _GraphState
+    from graphlint.runtime_sanitizer.guard.graph_state import GraphState
+    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
     def replays(write_behind_counter: bool) -> list[str]:
         graph, x = object(), torch.zeros(4)
         with ReplayGuard() as guard:
-            guard._graphs[id(graph)] = _GraphState("graph under test", [(weakref.ref(x), x._version)])
+            guard._graphs[id(graph)] = GraphState("graph under test", [(weakref.ref(x), x._version)])
             for step in range(4):
                 if write_behind_counter:
                     x.data.fill_(float(step))  # new contents, same version counter

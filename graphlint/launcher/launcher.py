@@ -36,7 +36,8 @@ from graphlint.runtime_sanitizer.analysis import two_capture as analysis
 from graphlint.runtime_sanitizer.analysis.report import SanitizerReport, analyze_pair, rule_finding
 from graphlint.runtime_sanitizer.capture.introspection import kernel_params_with_arguments
 from graphlint.runtime_sanitizer.capture.two_captures import _extent, load_state, pool_segments, save_state
-from graphlint.runtime_sanitizer.guard.replay_guard import publish, sanitizer_internal, user_site
+from graphlint.runtime_sanitizer.guard.installed import publish, sanitizer_internal
+from graphlint.runtime_sanitizer.guard.sites import user_site
 from graphlint.runtime_sanitizer.rules import ALIGNMENT_HAZARD, FIXED_ADDRESS_REPOINTED
 
 

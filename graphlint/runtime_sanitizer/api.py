@@ -12,12 +12,12 @@ from graphlint.runtime_sanitizer.analysis.report import SanitizerReport, analyze
 def _where(fn: Callable) -> tuple[str, int]:
     """The callable's own source when it is the user's; otherwise (a torch module, no source)
     the user's line that asked for the analysis."""
-    from graphlint.runtime_sanitizer.guard.replay_guard import _is_library, user_site
+    from graphlint.runtime_sanitizer.guard.sites import is_library, user_site
 
     target = getattr(fn, "forward", fn)
     try:
         path = inspect.getsourcefile(target)
-        if path and not _is_library(path):
+        if path and not is_library(path):
             return path, inspect.getsourcelines(target)[1]
     except (OSError, TypeError):
         pass

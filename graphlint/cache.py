@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from graphlint import __version__
-from graphlint.checkers.machinery.model import ModuleSummary
+from graphlint.checkers.machinery.core.model import ModuleSummary
 
 CACHE_DIR_NAME = ".graphlint_cache"
 _FORMAT = 2  # bump whenever a summary type changes shape

@@ -426,7 +426,7 @@ def _print_sanitize_summary(outcome, findings: list[Finding]) -> None:
 
 
 def _captures(args: argparse.Namespace) -> int:
-    from graphlint.checkers.machinery.captures import capture_report
+    from graphlint.checkers.machinery.project.captures import capture_report
     from graphlint.engine import load_project
     from graphlint.reporters.captures import render_captures
 
@@ -451,7 +451,7 @@ def _server() -> int:
 def _callgraph(args: argparse.Namespace) -> int:
     import json
 
-    from graphlint.checkers.machinery.callgraph_json import call_graph
+    from graphlint.checkers.machinery.project.callgraph_json import call_graph
     from graphlint.engine import load_project
 
     # The exported graph always follows values: it is the call graph, measured against PyCG's.

@@ -13,17 +13,14 @@ import ast
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from graphlint.checkers.machinery import replay_flow, runner_trace, stream_flow, value_facts
-from graphlint.checkers.machinery import value_kinds as T
-from graphlint.checkers.machinery.binder import FunctionWalker
-from graphlint.checkers.machinery.capture_state import capture_predicates, guard_calls, stream_capture_calls
-from graphlint.checkers.machinery.detectors import hooks_for, static_codes
-from graphlint.checkers.machinery.host_attributes import host_attributes
-from graphlint.checkers.machinery.model import ClassSummary, ModuleSummary
-from graphlint.checkers.machinery.module_state import ModuleState
-from graphlint.checkers.machinery.names import dotted_parts, source_text
-from graphlint.checkers.machinery.protocols import PROTOCOL_BASES
-from graphlint.checkers.machinery.syntax import (
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.capture_state import capture_predicates, guard_calls, stream_capture_calls
+from graphlint.checkers.machinery.core.kind_inference import GRAPHED_CALLABLES
+from graphlint.checkers.machinery.core.model import ClassSummary, ModuleSummary
+from graphlint.checkers.machinery.core.module_state import ModuleState
+from graphlint.checkers.machinery.core.names import dotted_parts, source_text
+from graphlint.checkers.machinery.core.syntax import (
     FUNCTION_NODES,
     all_statements,
     bound_names,
@@ -31,7 +28,12 @@ from graphlint.checkers.machinery.syntax import (
     module_level_statements,
     statements,
 )
-from graphlint.checkers.machinery.value_inference import GRAPHED_CALLABLES
+from graphlint.checkers.machinery.detectors import hooks_for, static_codes
+from graphlint.checkers.machinery.flows.replay import replay_flow, runner_trace
+from graphlint.checkers.machinery.flows.stream import stream_flow
+from graphlint.checkers.machinery.host_attributes import host_attributes
+from graphlint.checkers.machinery.protocols import PROTOCOL_BASES
+from graphlint.checkers.machinery.values import value_facts
 
 
 class FileSummarizer:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from graphlint.checkers.machinery.binder import FunctionWalker
-from graphlint.checkers.machinery.stream_flow import MAIN
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.flows.stream.stream_flow import MAIN
 from graphlint.findings import Fix
 from graphlint.fix_ops import InsertStatementAfter
 

@@ -32,8 +32,6 @@ from graphlint.checkers.machinery.core.syntax import (
     statements,
 )
 from graphlint.checkers.machinery.core.tensor_uses import tensor_uses
-from graphlint.checkers.machinery.flows.replay.replay_flow import note_capture
-from graphlint.checkers.machinery.flows.stream.stream_identity import device_module_member
 from graphlint.findings import Fix
 
 STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.streams.StreamContext"})
@@ -185,16 +183,16 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         """Canonical dotted name of an expression that names an import or a definition."""
         parts = dotted_parts(node)
         if parts is None:
-            return device_module_member(self, node)  # get_accelerator().stream -> torch.cuda.stream
+            return self.st.flow_hooks.device_module_member(self, node)  # get_accelerator().stream -> torch.cuda.stream
         root = parts[0]
         for walker in self.chain():
             if root in walker.local_defs:
                 return ".".join([walker.local_defs[root], *parts[1:]])
         if self.is_local_name(root) and root not in self.globals:
-            return device_module_member(self, node)  # self._device_module.Event -> torch.cuda.Event
+            return self.st.flow_hooks.device_module_member(self, node)  # self._device_module.Event -> torch.cuda.Event
         if self.is_module and root in self.st.module_env:
-            return device_module_member(self, node)
-        return self.st.resolve_parts(parts) or device_module_member(self, node)
+            return self.st.flow_hooks.device_module_member(self, node)
+        return self.st.resolve_parts(parts) or self.st.flow_hooks.device_module_member(self, node)
 
     def is_global_name(self, name: str) -> bool:
         return name in self.globals or (self.is_module and name in self.st.module_assigned)
@@ -356,7 +354,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
                 break
         if self.record and graph is not None and block.captured:
             last = end.end_lineno or end.lineno
-            note_capture(self, block.captured, graph, block.captured[0].lineno, last)
+            self.st.flow_hooks.note_capture(self, block.captured, graph, block.captured[0].lineno, last)
         self.regions = block.open_capture[1]
         block.open_capture = None
         block.captured = None
@@ -532,7 +530,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
             pushed.append(self._new_region(stmt, f"{shown}({source_text(graph) if graph else ''})", None))
             self._event("capture", stmt, context)
             if self.record:
-                note_capture(self, stmt.body, graph, stmt.lineno, stmt.end_lineno or stmt.lineno)
+                self.st.flow_hooks.note_capture(self, stmt.body, graph, stmt.lineno, stmt.end_lineno or stmt.lineno)
         elif isinstance(context.func, ast.Attribute) and context.func.attr == "capture_to_graph":
             pushed.append(self._new_region(stmt, "capture_to_graph(...)", None))
         elif self.is_stream_context(context):

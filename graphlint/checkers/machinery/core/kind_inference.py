@@ -11,7 +11,6 @@ import ast
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.tensor_values import is_str_expr
-from graphlint.checkers.machinery.flows.stream.stream_identity import is_device_module_factory
 
 GRAPHED_CALLABLES = frozenset(
     {"torch.cuda.make_graphed_callables", "transformer_engine.pytorch.make_graphed_callables"}
@@ -294,7 +293,7 @@ class ValueKinds:
             return T.Ty(T.STREAM)
         if name == "torch.cuda.Event":
             return T.Ty(T.EVENT)
-        if is_device_module_factory(name):
+        if self.st.flow_hooks.is_device_module_factory(name):
             return T.Ty(T.DEVICE_MODULE)
         if name == "torch.cuda.CUDAGraph":
             return T.Ty(T.GRAPH)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -28,6 +28,31 @@ class Capture:
     function: str  # qualname of the function holding the capture
     inputs: set[str] = field(default_factory=set)
     outputs: set[str] = field(default_factory=set)
+
+
+def _names_no_member(walker: Binder, node: ast.AST) -> str | None:
+    return None
+
+
+def _is_no_factory(name: str) -> bool:
+    return False
+
+
+def _records_nothing(walker: Binder, body: list[ast.stmt], graph: ast.AST | None, line: int, end_line: int) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class FlowHooks:
+    """What the flows lend the binder, which must not import them: the stream flow knows which
+    `torch.cuda` operation a device module's attribute is (`get_accelerator().stream`) and which
+    calls return a device module; the replay flow records a capture's static inputs and outputs
+    while the binder still knows the types at capture time. The file phase (`summarize`) wires
+    the flows in; a walker built with the defaults knows none of it."""
+
+    device_module_member: Callable[[Binder, ast.AST], str | None] = _names_no_member
+    is_device_module_factory: Callable[[str], bool] = _is_no_factory
+    note_capture: Callable[[Binder, list[ast.stmt], ast.AST | None, int, int], None] = _records_nothing
 
 
 class Binder(Protocol):
@@ -78,9 +103,12 @@ class Binder(Protocol):
 class ModuleState:
     """What every function walker of one file shares: imports, definitions, class knowledge."""
 
-    def __init__(self, tree: ast.Module, module: str, is_package: bool, lines: list[str], hooks: Hooks) -> None:
+    def __init__(
+        self, tree: ast.Module, module: str, is_package: bool, lines: list[str], hooks: Hooks, flow_hooks: FlowHooks
+    ) -> None:
         self.tree = tree
         self.hooks = hooks
+        self.flow_hooks = flow_hooks
         self.module = module
         self.lines = lines
         self.imports = ImportMap(module, is_package)

@@ -19,7 +19,7 @@ from graphlint.cache import CACHE_DIR_NAME
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
 from graphlint.engine import CheckOptions, CheckResult, check, default_jobs
 from graphlint.findings import Finding
-from graphlint.fixes import fix_file, write_atomic
+from graphlint.fixing.apply import fix_file, write_atomic
 from graphlint.registry import all_rules, get_rule
 from graphlint.reporters import FORMATS, ReportContext, render
 
@@ -209,7 +209,7 @@ def _reader(result: CheckResult):
 
 
 def _add_noqa(args: argparse.Namespace, result: CheckResult) -> int:
-    from graphlint.add_noqa import add_noqa
+    from graphlint.fixing.add_noqa import add_noqa
 
     added = 0
     for display, found in sorted(_by_path(result.findings).items()):
@@ -576,7 +576,7 @@ def _with_fix_edits(fmt: str, result: CheckResult) -> list[Finding]:
     """The findings, with their fixes' text edits where the format shows them (JSON, SARIF)."""
     if fmt not in ("json", "sarif") or not any(f.fix is not None for f in result.findings):
         return result.findings
-    from graphlint.fix_engine import with_edits  # libcst: only for a report that shows fixes
+    from graphlint.fixing.edits import with_edits  # libcst: only for a report that shows fixes
 
     return with_edits(result.findings, result.sources)
 

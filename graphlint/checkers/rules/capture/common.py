@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.names import source_text
 from graphlint.findings import Fix
-from graphlint.fix_ops import SetKeyword
+from graphlint.fixing.ops import SetKeyword
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.binder import FunctionWalker

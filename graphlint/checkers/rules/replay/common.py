@@ -7,7 +7,7 @@ import ast
 from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.core.names import source_text
 from graphlint.findings import Fix
-from graphlint.fix_ops import AppendMethodCall
+from graphlint.fixing.ops import AppendMethodCall
 
 
 def clone_fix(w: FunctionWalker, value: ast.AST) -> Fix | None:

@@ -19,7 +19,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from graphlint.findings import Edit, Finding
-from graphlint.fix_ops import AppendMethodCall, FixOperation, InsertStatementAfter, ReplaceAssignWithCopy, SetKeyword
+from graphlint.fixing.ops import AppendMethodCall, FixOperation, InsertStatementAfter, ReplaceAssignWithCopy, SetKeyword
 
 Rewrite = Callable[[cst.CSTNode], "cst.CSTNode | cst.FlattenSentinel"]
 

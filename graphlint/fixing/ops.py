@@ -1,7 +1,7 @@
 """What a fix does, as data: the few source transformations graphlint's rules ask for.
 
 A rule says *what* to change (append `.clone()` to this expression, set this keyword on
-this call) and names the node by its span; `graphlint.fix_engine` finds the node in the
+this call) and names the node by its span; `graphlint.fixing.edits` finds the node in the
 file's libcst tree and rewrites it there, so comments, trailing commas, parentheses and
 line breaks survive by construction instead of by text offsets.
 

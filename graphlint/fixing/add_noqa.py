@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.findings import Finding
-from graphlint.fixes import parses
+from graphlint.fixing.apply import parses
 
 _NOQA_CODES = re.compile(r"#\s*noqa(?:\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 _CODE = re.compile(r"[A-Za-z]+[0-9]+")

@@ -1,7 +1,7 @@
 """Applying fixes: deterministic, all-or-nothing per file, and never leaving a file broken.
 
-A fix is a list of operations on syntax nodes (`graphlint.fix_ops`), carried out on the
-file's libcst tree (`graphlint.fix_engine`). For one file the fixes are taken in finding
+A fix is a list of operations on syntax nodes (`graphlint.fixing.ops`), carried out on the
+file's libcst tree (`graphlint.fixing.edits`). For one file the fixes are taken in finding
 order; a fix whose nodes overlap an already accepted fix waits for the next pass (the
 engine re-analyses and tries again), identical operations from several findings are
 applied once. When a node cannot be found, or the result would not parse (with `ast` and
@@ -20,7 +20,7 @@ import warnings
 from dataclasses import dataclass
 
 from graphlint.findings import Finding
-from graphlint.fix_ops import FixOperation, overlaps
+from graphlint.fixing.ops import FixOperation, overlaps
 
 
 @dataclass
@@ -108,7 +108,7 @@ def write_atomic(path: str, text: str, encoding: str = "utf-8") -> None:
 
 def fix_file(path: str, original: str, findings: list[Finding], unsafe: bool) -> FileFixResult:
     """One pass of fixes over one file's text; the file itself is not touched here."""
-    from graphlint.fix_engine import FixError, apply_operations  # libcst: only when there is a fix
+    from graphlint.fixing.edits import FixError, apply_operations  # libcst: only when there is a fix
 
     fixable = [f for f in findings if fix_allowed(f, unsafe)]
     operations, applied = select_operations(fixable)

@@ -8,9 +8,13 @@ and the module's class knowledge (`st`), and memoises per statement (`ty`).
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.tensor_values import is_str_expr
+
+if TYPE_CHECKING:
+    from graphlint.checkers.machinery.core.module_state import ModuleState
 
 GRAPHED_CALLABLES = frozenset(
     {"torch.cuda.make_graphed_callables", "transformer_engine.pytorch.make_graphed_callables"}
@@ -37,6 +41,11 @@ def is_compile_capture(call: ast.Call) -> bool:
 
 class ValueKinds:
     """Typing methods shared by every walker (see the module docstring)."""
+
+    # Set by the walker these methods are mixed into (binder.FunctionWalker).
+    st: ModuleState
+    used_as_tensor: set[int]
+    _ty_cache: dict[int, T.Ty | None]
 
     def annotation_ty(self, annotation: ast.expr) -> T.Ty | None:
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):

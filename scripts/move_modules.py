@@ -1,7 +1,8 @@
 """Move graphlint modules and rewrite every import of them: `python scripts/move_modules.py OLD=NEW ...`.
 
 OLD and NEW are dotted module names (`graphlint.checkers.machinery.binder=graphlint.checkers.machinery.core.binder`).
-Each file is moved with `git mv` (so git's rename detection carries concurrent edits over), new packages
+`@FILE` reads the pairs from FILE (docs/module_moves.txt holds this layout's). Each file is moved
+with `git mv` (so git's rename detection carries concurrent edits over), new packages
 get an `__init__.py`, and every dotted mention of an old name in the repository's Python files and
 pyproject.toml is rewritten, `from PACKAGE import MODULE` included. Run it on a merged branch too:
 it rewrites the imports that others' edits added under the old names.
@@ -37,9 +38,10 @@ def ensure_package(folder: Path) -> None:
 
 def move(moves: dict[str, str]) -> None:
     for old, new in moves.items():
-        source, target = module_path(old), ROOT.joinpath(*new.split("."))
-        if source.suffix == ".py":
-            target = target.with_suffix(".py")
+        source = ROOT.joinpath(*old.split(".")).with_suffix(".py")
+        target = ROOT.joinpath(*new.split(".")).with_suffix(".py")
+        if not source.exists() or target.exists():
+            continue  # moved already (a second run only rewrites imports)
         ensure_package(target.parent)
         subprocess.run(["git", "mv", str(source), str(target)], check=True, cwd=ROOT)
 
@@ -76,11 +78,22 @@ def rewrite_from_imports(text: str, moves: dict[str, str]) -> str:
 
 def rewrite(text: str, moves: dict[str, str]) -> str:
     pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(moves, key=len, reverse=True))) + r")(?!\w)")
-    return rewrite_from_imports(pattern.sub(lambda m: moves[m.group(1)], text), moves)
+
+    def new_name(match: re.Match[str]) -> str:
+        # `runtime_sanitizer.analysis` moved into the package of that name: in a second run,
+        # `runtime_sanitizer.analysis.report` (or `from runtime_sanitizer.analysis import report`)
+        # already names the package's module; leave it.
+        following = re.match(r"(?:\.| import )(\w+)", text[match.end() :])
+        if following and module_path(f"{match.group(1)}.{following.group(1)}").exists():
+            return match.group(1)
+        return moves[match.group(1)]
+
+    return rewrite_from_imports(pattern.sub(new_name, text), moves)
 
 
 def main(argv: list[str]) -> None:
-    moves = dict(arg.split("=", 1) for arg in argv)
+    args = [line for a in argv for line in (Path(a[1:]).read_text().split() if a.startswith("@") else [a])]
+    moves = dict(arg.split("=", 1) for arg in args)
     move(moves)
     tracked = subprocess.run(["git", "ls-files", "*.py", "pyproject.toml"], capture_output=True, text=True, cwd=ROOT)
     changed = []
@@ -97,7 +110,7 @@ def main(argv: list[str]) -> None:
     if py:
         subprocess.run(["ruff", "check", "--fix", "--select", "I", "-q", *py], cwd=ROOT)
         subprocess.run(["ruff", "format", "-q", *py], cwd=ROOT)
-    print(f"moved {len(moves)} modules, rewrote {len(changed)} files")
+    print(f"{len(moves)} modules in place, rewrote {len(changed)} files")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -100,7 +101,7 @@ def lanes(snapshot: GraphSnapshot) -> tuple[dict[int, int], dict[int, int]]:
     return lane, row
 
 
-def locate(findings: list[Finding], words: list[Word] = ()) -> Hazards:
+def locate(findings: Sequence[Finding], words: Sequence[Word] = ()) -> Hazards:
     """Map findings to graph elements by the node and input numbers their messages state."""
     hazards = Hazards()
     for finding in findings:
@@ -124,7 +125,9 @@ def locate(findings: list[Finding], words: list[Word] = ()) -> Hazards:
     return hazards
 
 
-def render_svg(snapshot: GraphSnapshot, findings: list[Finding] = (), words: list[Word] = (), title: str = "") -> str:
+def render_svg(
+    snapshot: GraphSnapshot, findings: Sequence[Finding] = (), words: Sequence[Word] = (), title: str = ""
+) -> str:
     """The graph as one SVG document: a `<g class="node">` per node, lanes as columns."""
     lane, row = lanes(snapshot)
     hazards = locate(list(findings), list(words))
@@ -167,7 +170,7 @@ def _edge(start: tuple[float, float], end: tuple[float, float]) -> str:
     )
 
 
-def _node(node: Node, centre: tuple[float, float], hazards: Hazards, words: list[Word]) -> str:
+def _node(node: Node, centre: tuple[float, float], hazards: Hazards, words: Sequence[Word]) -> str:
     x, y = centre[0] - _BOX_W / 2, centre[1] - _BOX_H / 2
     found = hazards.nodes.get(node.index, [])
     stroke = HAZARD_COLOURS.get(found[0].code, "#333") if found else "#333"
@@ -195,9 +198,9 @@ def _second_line(node: Node, found: list[Finding]) -> str:
     return f"{kernel} {codes}".strip()
 
 
-def _slot_marks(node: Node, x: float, y: float, hazards: Hazards, words: list[Word]) -> list[str]:
+def _slot_marks(node: Node, x: float, y: float, hazards: Hazards, words: Sequence[Word]) -> list[str]:
     """Small tags on the box's right edge: `in0`/`out0` slots, coloured when a hazard names them."""
-    marks = []
+    marks: list[str] = []
     seen: set[tuple[str, int]] = set()
     slots = [w for w in words if w.node == node.index and w.role in ("input", "output")]
     for w in slots:
@@ -230,7 +233,9 @@ def _slot_marks(node: Node, x: float, y: float, hazards: Hazards, words: list[Wo
     return marks
 
 
-def render_html(snapshot: GraphSnapshot, findings: list[Finding] = (), words: list[Word] = (), title: str = "") -> str:
+def render_html(
+    snapshot: GraphSnapshot, findings: Sequence[Finding] = (), words: Sequence[Word] = (), title: str = ""
+) -> str:
     """A page with the SVG, a legend, the findings' text and the recording's provenance."""
     svg = render_svg(snapshot, findings, words, title)
     legend = " ".join(
@@ -254,7 +259,7 @@ def render_html(snapshot: GraphSnapshot, findings: list[Finding] = (), words: li
 
 
 def write_graph_pictures(
-    directory: Path, name: str, snapshot: GraphSnapshot, findings: list[Finding] = (), words: list[Word] = ()
+    directory: Path, name: str, snapshot: GraphSnapshot, findings: Sequence[Finding] = (), words: Sequence[Word] = ()
 ) -> tuple[Path, Path]:
     """Write `NAME.svg` and `NAME.html` under ``directory``; return their paths."""
     directory.mkdir(parents=True, exist_ok=True)

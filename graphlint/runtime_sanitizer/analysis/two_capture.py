@@ -17,7 +17,7 @@ address.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot, Node, Param
@@ -100,7 +100,7 @@ def _classify_pair(first: GraphSnapshot, second: GraphSnapshot, va: int, vb: int
 def classify(first: GraphSnapshot, second: GraphSnapshot) -> list[Word]:
     """Every 8-byte argument word (and memcpy/memset pointer) of two structurally equal captures,
     plus the 4-byte fields that hold a pointer's low half."""
-    words = []
+    words: list[Word] = []
     for a, b in zip(first.nodes, second.nodes, strict=False):
         if a.type != b.type or a.name != b.name:
             continue
@@ -141,7 +141,7 @@ def _low_halves(
     or output at the same offset in both, outside whole pointers. Pool memory is not matched:
     with gigabytes of segments, almost any 32-bit value is some segment's low half, and a
     baked host value (GL505) would be explained away."""
-    covered = set()
+    covered: set[int] = set()
     for w in full:
         if w.role in _POINTER_ROLES:
             covered.update(range(w.offset, w.offset + 8))
@@ -195,6 +195,7 @@ class Pin:
 
 def tensor_index(word: Word) -> int:
     """The input or output number of an input/output word ("input3" -> 3)."""
+    assert word.region is not None, word  # input/output words always name their region
     return int(word.region[len(word.role) :])
 
 
@@ -337,7 +338,7 @@ def scalar_differences(
     first: GraphSnapshot,
     second: GraphSnapshot,
     noise: set[tuple[int, int, int]] | None,
-    words: list[Word] = (),
+    words: Sequence[Word] = (),
 ) -> list[tuple[int, int, bytes, bytes]]:
     """Scalar arguments narrower than a word (an int or float flag) that differ between captures
     and are not a pointer's low half (``words`` from `classify`)."""

@@ -30,7 +30,7 @@ def _dispatch_mode_base():
     return _GuardMode
 
 
-class CaptureRecorder(_dispatch_mode_base()):
+class CaptureRecorder(_dispatch_mode_base()):  # type: ignore[misc]  # torch is imported only when a guard is
     """During a capture: what the graph reads, and what it makes."""
 
     def __init__(self) -> None:
@@ -64,7 +64,7 @@ class CaptureRecorder(_dispatch_mode_base()):
         return out
 
 
-class HandleWatch(_dispatch_mode_base()):
+class HandleWatch(_dispatch_mode_base()):  # type: ignore[misc]  # (as above)
     """Outside captures: reads of stale handles, and new aliases of graph outputs."""
 
     def __init__(self, guard: HandleChecks) -> None:

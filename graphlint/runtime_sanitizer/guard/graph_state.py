@@ -57,7 +57,7 @@ def named_parameters(callables: Any) -> list[tuple[str, Any]]:
     modules = [
         c for c in (callables if isinstance(callables, tuple) else (callables,)) if hasattr(c, "named_parameters")
     ]
-    found = []
+    found: list[tuple[str, Any]] = []
     for index, module in enumerate(modules):
         prefix = f"{type(module).__name__}[{index}]." if len(modules) > 1 else ""
         found.extend((prefix + name, p) for name, p in module.named_parameters())
@@ -70,7 +70,8 @@ _BASELINE_BYTES = 256 << 20  # copy at most this much to confirm a standstill (s
 def content_baseline(tensors: list[Any]) -> list[tuple[Any, Any]]:
     """Copies of the inputs, smallest first, up to a byte budget: the data inputs a program
     refills are small next to the weights, and one changed input is enough to clear GL506."""
-    copies, used = [], 0
+    copies: list[tuple[Any, Any]] = []
+    used = 0
     for tensor in sorted(tensors, key=lambda t: t.numel() * t.element_size()):
         size = tensor.numel() * tensor.element_size()
         if copies and used + size > _BASELINE_BYTES:

@@ -73,7 +73,7 @@ class ReplayGuard:
         self._graphs: dict[int, GraphState] = {}
         self._handles: dict[int, tuple[Any, int, int]] = {}  # id(tensor) -> (weakref, graph id, generation)
         self._saved: dict[str, Any] = {}
-        self._outer = None
+        self._outer: Any = None  # the HandleWatch dispatch mode while installed
         self._capturing: list[Any] = []
         self._internal = 0  # >0 while the sanitizer runs its own captures
         self._graphing = 0  # >0 inside make_graphed_callables
@@ -104,8 +104,9 @@ class ReplayGuard:
             guard._before_replay(graph)
             return original_replay(graph)
 
-        graph_cls.__enter__, graph_cls.__exit__ = enter, exit_
-        torch.cuda.CUDAGraph.replay = replay
+        # Patching torch is the guard's job; uninstall() puts every original back.
+        graph_cls.__enter__, graph_cls.__exit__ = enter, exit_  # type: ignore[method-assign]
+        torch.cuda.CUDAGraph.replay = replay  # type: ignore[method-assign]
         self._saved["graphed"] = (torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables)
         original_graphed = torch.cuda.graphs.make_graphed_callables
 
@@ -137,10 +138,10 @@ class ReplayGuard:
             self._outer = None
         if self._saved:
             torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables = self._saved["graphed"]
-            torch.cuda.graph.__enter__ = self._saved["enter"]
-            torch.cuda.graph.__exit__ = self._saved["exit"]
-            torch.cuda.CUDAGraph.replay = self._saved["replay"]
-            torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self._saved["backward"]
+            torch.cuda.graph.__enter__ = self._saved["enter"]  # type: ignore[method-assign]
+            torch.cuda.graph.__exit__ = self._saved["exit"]  # type: ignore[method-assign]
+            torch.cuda.CUDAGraph.replay = self._saved["replay"]  # type: ignore[method-assign]
+            torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self._saved["backward"]  # type: ignore[method-assign]
             self._saved = {}
 
     def _wrap_backward(self, torch: Any) -> None:

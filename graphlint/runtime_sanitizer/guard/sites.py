@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import os
 import sys
+from types import FrameType
 
 from graphlint.findings import Finding
 from graphlint.runtime_sanitizer.guard.installed import INSTALLED
@@ -24,7 +25,7 @@ def _library_dirs() -> tuple[str, ...]:
 
     import graphlint
 
-    dirs = [os.path.dirname(os.path.abspath(m.__file__)) for m in (torch, graphlint)]
+    dirs = [os.path.dirname(os.path.abspath(str(m.__file__))) for m in (torch, graphlint)]
     dirs += [sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]]
     return tuple(os.path.abspath(d) + os.sep for d in dirs)
 
@@ -44,7 +45,7 @@ def is_library(filename: str) -> bool:
 def innermost_user_frame() -> tuple[str, int] | None:
     """The innermost frame of this thread outside torch and graphlint (None if there is none,
     as on autograd's engine threads)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if not is_library(frame.f_code.co_filename):
             return frame.f_code.co_filename, frame.f_lineno or 1

@@ -3,7 +3,7 @@
 It takes the launcher out of the picture: it captures small graphs (a chain of elementwise
 kernels that all read one input, a GEMM), opts the nodes that read the input in to
 device-side updates, re-points them at another tensor with the updater kernel of
-`graphlint/runtime_sanitizer/device_update.py` launched on the replay's stream just before
+`graphlint/launcher/device_update.py` launched on the replay's stream just before
 each replay, and says whether each replay read what it was pointed at.
 
 Placements: ``upload`` (the executable graph uploaded once before the first update, what the

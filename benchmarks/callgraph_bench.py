@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from graphlint.checkers.machinery.callgraph_json import call_graph
+from graphlint.checkers.machinery.project.callgraph_json import call_graph
 from graphlint.config import ConfigResolver
 from graphlint.engine import CheckOptions, load_project
 

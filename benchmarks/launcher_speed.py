@@ -20,8 +20,8 @@ import time
 
 import torch
 
-from graphlint.runtime_sanitizer.capture import pool_segments
-from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+from graphlint.launcher.launcher import ParameterizedLauncher
+from graphlint.runtime_sanitizer.capture.two_captures import pool_segments
 
 ITERS = 200
 
@@ -155,7 +155,7 @@ def run_case(label: str, model, shape: tuple[int, ...]) -> dict:
 
 
 def _driver_version() -> str:
-    from graphlint.runtime_sanitizer.introspection import provenance
+    from graphlint.runtime_sanitizer.capture.introspection import provenance
 
     return provenance().get("driver", "unknown")
 

@@ -110,7 +110,7 @@ def recipe(step, static, state) -> tuple:
 
 
 def run_one(name: str, build, make_inputs, steps: int, batch: int = 4) -> dict:
-    from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+    from graphlint.launcher.launcher import ParameterizedLauncher
 
     text = name.startswith("transformers.")
     torch.manual_seed(0)
@@ -205,7 +205,7 @@ _PROVENANCE: dict = {}
 
 
 def _write(path: str, results: dict, steps: int) -> None:
-    from graphlint.runtime_sanitizer.introspection import provenance
+    from graphlint.runtime_sanitizer.capture.introspection import provenance
 
     if not _PROVENANCE:
         _PROVENANCE.update(provenance())

@@ -123,7 +123,7 @@ class _LastHidden(torch.nn.Module):
 
 
 def run_one(name, build, make_inputs, dtype, batch=2):
-    from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+    from graphlint.launcher.launcher import ParameterizedLauncher
 
     model = build().cuda().eval()
     if dtype != torch.float32:

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from graphlint.runtime_sanitizer.replay_guard import ReplayGuard
+from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
 
 def replay_step_us(guarded: bool, steps: int = 2000) -> float:

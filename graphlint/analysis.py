@@ -15,7 +15,7 @@ import tokenize
 import traceback
 import warnings
 
-from graphlint.checkers.machinery.model import ModuleSummary
+from graphlint.checkers.machinery.core.model import ModuleSummary
 from graphlint.checkers.machinery.summarize import FileSummarizer
 from graphlint.suppressions import parse_suppressions
 

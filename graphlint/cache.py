@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from graphlint import __version__, cache_codec
-from graphlint.checkers.machinery.model import ModuleSummary
+from graphlint.checkers.machinery.core.model import ModuleSummary
 from graphlint.findings import Finding
 
 CACHE_DIR_NAME = ".graphlint_cache"

@@ -22,9 +22,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from graphlint.checkers.machinery import call_targets, model, runner_trace
+from graphlint.checkers.machinery.core import call_targets, model
+from graphlint.checkers.machinery.flows.replay import runner_trace
 from graphlint.findings import CallSite, Edit, Finding, Fix
-from graphlint.fix_ops import AppendMethodCall, InsertStatementAfter, ReplaceAssignWithCopy, SetKeyword
+from graphlint.fixing.ops import AppendMethodCall, InsertStatementAfter, ReplaceAssignWithCopy, SetKeyword
 from graphlint.suppressions import Suppression
 
 _MAGIC = b"graphlint-cache"

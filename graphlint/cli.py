@@ -21,7 +21,7 @@ from graphlint import __version__
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
 from graphlint.config_flags import add_config_flags, render_settings, resolver_from_args
 from graphlint.findings import Finding
-from graphlint.fixes import SourceText, fix_file, replace_if_unchanged, source_text
+from graphlint.fixing.apply import SourceText, fix_file, replace_if_unchanged, source_text
 from graphlint.registry import all_rules, get_rule
 from graphlint.reporters import FORMATS, ReportContext, render
 
@@ -222,7 +222,7 @@ def _reader(result: CheckResult):
 
 
 def _add_noqa(args: argparse.Namespace, result: CheckResult) -> int:
-    from graphlint.add_noqa import add_noqa
+    from graphlint.fixing.add_noqa import add_noqa
 
     added = 0
     for display, found in sorted(_by_path(result.findings).items()):
@@ -409,8 +409,8 @@ def _collect_less_often() -> None:
 
 
 def _sanitize(args: argparse.Namespace) -> int:
-    from graphlint.runtime_sanitizer.postprocess import finish
-    from graphlint.runtime_sanitizer.report import state_findings
+    from graphlint.runtime_sanitizer.analysis.postprocess import finish
+    from graphlint.runtime_sanitizer.analysis.report import state_findings
     from graphlint.runtime_sanitizer.run_program import UsageError, interpreter_arguments, program_name, run
 
     command = args.program[1:] if args.program[:1] == ["--"] else args.program
@@ -452,7 +452,7 @@ def _print_sanitize_summary(outcome, findings: list[Finding]) -> None:
 
 
 def _captures(args: argparse.Namespace) -> int:
-    from graphlint.checkers.machinery.captures import capture_report
+    from graphlint.checkers.machinery.project.captures import capture_report
     from graphlint.engine import CheckOptions, default_jobs, load_project
     from graphlint.reporters.captures import render_captures
 
@@ -479,7 +479,7 @@ def _server() -> int:
 def _callgraph(args: argparse.Namespace) -> int:
     import json
 
-    from graphlint.checkers.machinery.callgraph_json import call_graph
+    from graphlint.checkers.machinery.project.callgraph_json import call_graph
     from graphlint.engine import CheckOptions, default_jobs, load_project
 
     # The exported graph always follows values: it is the call graph, measured against PyCG's.
@@ -637,7 +637,7 @@ def _with_fix_edits(fmt: str, result: CheckResult) -> list[Finding]:
     """The findings, with their fixes' text edits where the format shows them (JSON, SARIF)."""
     if fmt not in ("json", "sarif") or not any(f.fix is not None for f in result.findings):
         return result.findings
-    from graphlint.fix_engine import with_edits  # libcst: only for a report that shows fixes
+    from graphlint.fixing.edits import with_edits  # libcst: only for a report that shows fixes
 
     return with_edits(result.findings, result.sources)
 

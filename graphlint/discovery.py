@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphlint.checkers.machinery.names import module_name_for
+from graphlint.checkers.machinery.core.names import module_name_for
 from graphlint.config import ConfigResolver, Settings, matches_pattern, real_path, relative_to_root
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from graphlint.analysis import read_source, summarize_source
 from graphlint.cache import SummaryCache, cache_key, run_key
+from graphlint.checkers.machinery.core.model import ModuleSummary
 from graphlint.checkers.machinery.detectors import static_codes
 from graphlint.checkers.machinery.misnamed_modules import misnamed_modules
-from graphlint.checkers.machinery.model import ModuleSummary
-from graphlint.checkers.machinery.project import Project
-from graphlint.checkers.machinery.value_facts import VALUE_FACTS
+from graphlint.checkers.machinery.project.phase import Project
+from graphlint.checkers.machinery.values.value_facts import VALUE_FACTS
 from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_to_root
 from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphlint.fix_ops import FixOperation
+from graphlint.fixing.ops import FixOperation
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -44,7 +44,7 @@ class Fix:
     """How to repair one finding; ``safe`` fixes keep behaviour.
 
     ``operations`` are what the rule asks for (libcst transformations, applied by
-    `graphlint.fixes`); ``edits`` are the same change as text, for the JSON and SARIF
+    `graphlint.fixing.apply`); ``edits`` are the same change as text, for the JSON and SARIF
     reports and the language server. A rule never writes edits: they are derived from the
     operations (`fix_engine.with_edits`) only for findings shown with them, so a plain
     check never parses a file with libcst.

@@ -23,7 +23,7 @@ from graphlint.cache import CACHE_DIR_NAME
 from graphlint.config import ConfigError, ConfigResolver
 from graphlint.engine import CheckOptions
 from graphlint.findings import Finding
-from graphlint.fix_engine import with_edits
+from graphlint.fixing.edits import with_edits
 from graphlint.project_context import check_in_project
 from graphlint.registry import get_rule
 

@@ -8,9 +8,11 @@ name, summary and documentation.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 
 from graphlint.findings import SEVERITIES
 
@@ -123,6 +125,7 @@ _RULES: dict[str, Rule] = {}
 
 # Modules that declare rules besides the static rules (discovered under
 # `graphlint.checkers.rules`); imported lazily so `graphlint --version` stays instant.
+_RULES_PACKAGE = "graphlint.checkers.rules"  # one module per static rule, found by walking it
 _RULE_MODULES = (
     "graphlint.core_rules",
     "graphlint.runtime_sanitizer.rules",
@@ -141,12 +144,22 @@ def declare(rule: Rule) -> Rule:
     return rule
 
 
+@cache
+def load_rule_modules() -> tuple[str, ...]:
+    """Import every module under `graphlint.checkers.rules` (each declares its rule and its
+    detector), once. It lives here, not in the machinery, so the registry imports no checker."""
+    package = importlib.import_module(_RULES_PACKAGE)
+    names = []
+    for info in pkgutil.walk_packages(package.__path__, prefix=f"{_RULES_PACKAGE}."):
+        importlib.import_module(info.name)
+        names.append(info.name)
+    return tuple(names)
+
+
 def all_rules() -> dict[str, Rule]:
     """Every declared rule, by code, in code order."""
     for module in _RULE_MODULES:
         importlib.import_module(module)
-    from graphlint.checkers.machinery.detectors import load_rule_modules
-
     load_rule_modules()
     return dict(sorted(_RULES.items()))
 

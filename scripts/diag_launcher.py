@@ -74,7 +74,7 @@ def device_hits(start: int, nbytes: int) -> list[str]:
 
 
 def diagnose(name: str, dtype) -> dict:
-    from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+    from graphlint.launcher.launcher import ParameterizedLauncher
 
     _, build, make_inputs = zoo_entry(name)
     model = build().cuda().eval().to(dtype)
@@ -154,7 +154,7 @@ def plain_capture_error(name: str) -> dict:
 def update_costs() -> dict:
     from cuda.bindings import driver as drv
 
-    from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+    from graphlint.launcher.launcher import ParameterizedLauncher
 
     res: dict = {}
 
@@ -254,8 +254,8 @@ def update_costs() -> dict:
 
 def structure(name: str, dtype=torch.bfloat16) -> None:
     """Why the attributed capture (the dispatch mode's) differs from the plain one, if it does."""
-    from graphlint.runtime_sanitizer.analysis import compare_structure
-    from graphlint.runtime_sanitizer.capture import capture_once
+    from graphlint.runtime_sanitizer.analysis.two_capture import compare_structure
+    from graphlint.runtime_sanitizer.capture.two_captures import capture_once
 
     _, build, make_inputs = zoo_entry(name)
     model = build().cuda().eval().to(dtype)
@@ -271,8 +271,8 @@ def structure(name: str, dtype=torch.bfloat16) -> None:
 def device_variants() -> None:
     """The experimental device-side updates on graphs where they missed nodes, one thread per
     node vs one thread for all (whether concurrent updates are the cause)."""
-    from graphlint.runtime_sanitizer import device_update
-    from graphlint.runtime_sanitizer.launcher import LauncherRefused, ParameterizedLauncher
+    from graphlint.launcher import device_update
+    from graphlint.launcher.launcher import LauncherRefused, ParameterizedLauncher
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
     from launcher_speed import FanOut, mlp

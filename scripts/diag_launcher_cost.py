@@ -14,7 +14,7 @@ import sys
 import torch
 
 from benchmarks.launcher_speed import FanOut
-from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+from graphlint.launcher.launcher import ParameterizedLauncher
 from scripts.probe_device_updates import median_us
 
 

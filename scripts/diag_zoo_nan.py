@@ -14,7 +14,7 @@ import sys
 import torch
 
 from benchmarks.launcher_zoo import timm_models, torchvision_models, transformers_models
-from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+from graphlint.launcher.launcher import ParameterizedLauncher
 
 
 def main() -> int:

@@ -3,7 +3,7 @@
 It takes the launcher out of the picture: it captures small graphs (a chain of elementwise
 kernels that all read one input, a GEMM), opts the nodes that read the input in to
 device-side updates, re-points them at another tensor with the updater kernel of
-`graphlint/runtime_sanitizer/device_update.py` launched on the replay's stream just before
+`graphlint/launcher/device_update.py` launched on the replay's stream just before
 each replay, and says whether each replay read what it was pointed at.
 
 Placements: ``upload`` (the executable graph uploaded once before the first update, what the
@@ -69,14 +69,15 @@ def _graph(kind: str, reads: int):
 def run_case(kind: str, reads: int, placement: str) -> dict:
     import torch
 
-    from graphlint.runtime_sanitizer import device_update as du
-    from graphlint.runtime_sanitizer.introspection import _driver, _ok, snapshot_graph
+    from graphlint.launcher import device_update as du
+    from graphlint.runtime_sanitizer import driver
+    from graphlint.runtime_sanitizer.capture.introspection import snapshot_graph
 
-    drv = _driver()
+    drv = driver.bindings()
     graph, x, fn, out = _graph(kind, reads)
     snap = snapshot_graph(graph.raw_cuda_graph())
     raw = drv.CUgraph(graph.raw_cuda_graph())
-    handles = _ok(drv.cuGraphGetNodes(raw, len(snap.nodes)))[0]
+    handles = driver.ok(drv.cuGraphGetNodes(raw, len(snap.nodes)))[0]
     offsets: dict[int, list[int]] = {}  # node index -> byte offsets of x's address in its parameters
     for node in snap.nodes:
         for param in node.params:
@@ -133,7 +134,7 @@ def _batched_updater(device_nodes, slots, address: int):
 
     import torch
 
-    from graphlint.runtime_sanitizer import device_update as du
+    from graphlint.launcher import device_update as du
 
     function = du._compile(torch.cuda.get_device_capability(), BATCHED, "graphlint_repoint_batched")
     rows, _ = du.pack_slots(device_nodes, slots)
@@ -176,16 +177,17 @@ def median_us(call, iterations: int = 200) -> tuple[float, float]:
 def time_case(reads: int) -> dict:
     """Where the time goes: the chain's replay plain and with its nodes opted in, and the
     updater alone and before the replay, for each launch shape."""
-    from graphlint.runtime_sanitizer import device_update as du
-    from graphlint.runtime_sanitizer.introspection import _driver, _ok, snapshot_graph
+    from graphlint.launcher import device_update as du
+    from graphlint.runtime_sanitizer import driver
+    from graphlint.runtime_sanitizer.capture.introspection import snapshot_graph
 
-    drv = _driver()
+    drv = driver.bindings()
     plain, *_ = _graph("chain", reads)
     plain.instantiate()
     row = {"kind": "timing", "reads": reads, "plain_replay": median_us(plain.replay)}
     graph, x, fn, out = _graph("chain", reads)
     snap = snapshot_graph(graph.raw_cuda_graph())
-    handles = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), len(snap.nodes)))[0]
+    handles = driver.ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), len(snap.nodes)))[0]
     found = [
         (node.index, param.offset + offset)
         for node in snap.nodes

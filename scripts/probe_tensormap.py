@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from graphlint.runtime_sanitizer.capture import _OFFSET_BASE, capture_once, placed_copy
+from graphlint.runtime_sanitizer.capture.two_captures import _OFFSET_BASE, capture_once, placed_copy
 
 lib = ctypes.CDLL("libcuda.so.1")
 encode = lib.cuTensorMapEncodeTiled

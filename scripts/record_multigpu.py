@@ -62,18 +62,18 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 
-from graphlint.runtime_sanitizer import analysis  # noqa: E402
+from graphlint.launcher.launcher import ParameterizedLauncher, _is_view  # noqa: E402
+from graphlint.runtime_sanitizer import driver  # noqa: E402
+from graphlint.runtime_sanitizer.analysis import two_capture as analysis  # noqa: E402
+from graphlint.runtime_sanitizer.analysis.report import analyze_pair  # noqa: E402
+from graphlint.runtime_sanitizer.analysis.snapshot import save_captures  # noqa: E402
 from graphlint.runtime_sanitizer.api import sanitize_callable  # noqa: E402
-from graphlint.runtime_sanitizer.capture import (  # noqa: E402
+from graphlint.runtime_sanitizer.capture.two_captures import (  # noqa: E402
     capture_attributed,
     capture_three,
     module_tensors,
     tensors_in,
 )
-from graphlint.runtime_sanitizer.introspection import _driver, _ok  # noqa: E402
-from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher, _is_view  # noqa: E402
-from graphlint.runtime_sanitizer.report import analyze_pair  # noqa: E402
-from graphlint.runtime_sanitizer.snapshot import save_captures  # noqa: E402
 
 TIMEOUT_S = 60  # a rank stuck in a collective is aborted by the NCCL watchdog after this
 LAUNCHER_CALLS = 3
@@ -322,10 +322,10 @@ def sanitize(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _patched_nodes(launcher: ParameterizedLauncher) -> list[int]:
-    drv = _driver()
+    drv = driver.bindings()
     graph = launcher._capture.graph
     count = len(launcher._capture.snapshot.nodes)
-    handles = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), count))[0]
+    handles = driver.ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), count))[0]
     index_of = {int(h): i for i, h in enumerate(handles)}
     return sorted(index_of[node.handle_int] for node in launcher._nodes)
 

@@ -19,10 +19,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from graphlint.runtime_sanitizer.capture import capture_attributed, capture_shifted, capture_three, module_tensors
-from graphlint.runtime_sanitizer.introspection import _driver, _ok, kernel_params_with_arguments
-from graphlint.runtime_sanitizer.report import analyze_pair
-from graphlint.runtime_sanitizer.snapshot import save_captures
+from graphlint.runtime_sanitizer import driver
+from graphlint.runtime_sanitizer.analysis.report import analyze_pair
+from graphlint.runtime_sanitizer.analysis.snapshot import save_captures
+from graphlint.runtime_sanitizer.capture.introspection import kernel_params_with_arguments
+from graphlint.runtime_sanitizer.capture.two_captures import (
+    capture_attributed,
+    capture_shifted,
+    capture_three,
+    module_tensors,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,12 +62,12 @@ def two_streams(x):
 
 
 def copies(x):
-    drv = _driver()
+    drv = driver.bindings()
     out = torch.empty_like(x)
     out.copy_(x)  # a device-to-device memcpy node
     scratch = torch.empty(x.numel() * 4, dtype=torch.uint8, device=x.device)
     stream = drv.CUstream(torch.cuda.current_stream().cuda_stream)
-    _ok(drv.cuMemsetD8Async(scratch.data_ptr(), 0, scratch.numel(), stream))  # a memset node
+    driver.ok(drv.cuMemsetD8Async(scratch.data_ptr(), 0, scratch.numel(), stream))  # a memset node
     return out * 2 + scratch[: x.numel()].float().view_as(x)
 
 
@@ -117,12 +123,12 @@ def programs():
 
 def repoint_check(capture, slots, fn, inputs) -> bool:
     """Patch exactly the found input words at fresh inputs, replay, compare with eager."""
-    drv = _driver()
+    drv = driver.bindings()
     fresh = [torch.randn_like(t) for t in inputs]
     graph = capture.graph
     graph.instantiate() if hasattr(graph, "instantiate") else None
     exec_ = drv.CUgraphExec(graph.raw_cuda_graph_exec())
-    handles = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), len(capture.snapshot.nodes)))[0]
+    handles = driver.ok(drv.cuGraphGetNodes(drv.CUgraph(graph.raw_cuda_graph()), len(capture.snapshot.nodes)))[0]
     by_node: dict[int, list] = {}
     for word in slots:
         by_node.setdefault(word.node, []).append(word)
@@ -139,7 +145,7 @@ def repoint_check(capture, slots, fn, inputs) -> bool:
             address &= (1 << (8 * word.width)) - 1  # a 4-byte field holds the low half
             buffers[word.param][word.offset : word.offset + word.width] = address.to_bytes(word.width, "little")
         new, raw, array = kernel_params_with_arguments(handle, buffers, node.extra)
-        _ok(drv.cuGraphExecKernelNodeSetParams(exec_, handle, new))
+        driver.ok(drv.cuGraphExecKernelNodeSetParams(exec_, handle, new))
         keep.append((raw, array))
     graph.replay()
     torch.cuda.synchronize()

@@ -87,7 +87,7 @@ def write_tree(tmp_path: Path):
 def followed_call_graph(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
     """The call graph (PyCG's shape) of the project at ``root``, values followed, in process
     (module names are relative to ``root``, as `graphlint callgraph .` run there gives them)."""
-    from graphlint.checkers.machinery.callgraph_json import call_graph
+    from graphlint.checkers.machinery.project.callgraph_json import call_graph
     from graphlint.config import ConfigResolver
     from graphlint.engine import CheckOptions, load_project
 

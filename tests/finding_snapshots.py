@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from graphlint.findings import Finding
-from graphlint.fixes import parses
+from graphlint.fixing.apply import parses
 
 UPDATE_ENV = "GRAPHLINT_UPDATE_SNAPSHOTS"
 _CONTEXT_LINES = 2

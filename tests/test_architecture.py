@@ -1,9 +1,12 @@
-"""The package's shape, as engine v2 promised it: no import cycles, the machinery knows no rule,
-and functions short enough to read at once."""
+"""The package's shape: no import cycles (late imports included), the machinery knows no rule,
+the checker's core knows no flow, flows know no other flow, the runtime's analysis needs no
+device, and functions short enough to read at once. Imports are read with `ast`, so a test here
+fails on the layout it forbids without running any of it."""
 
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import networkx as nx
@@ -19,39 +22,99 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _top_level_imports(tree: ast.Module, module: str, is_package: bool) -> set[str]:
-    """Module-level imports, those under `if TYPE_CHECKING:` included (a cycle in the types is
-    a cycle in the design); imports inside functions are deliberate late bindings."""
+def _imports(tree: ast.Module, module: str, is_package: bool) -> set[str]:
+    """Every module an import names, wherever the import is: module level, under
+    `if TYPE_CHECKING:` (a cycle in the types is a cycle in the design) and inside functions (a
+    late import hides a cycle from Python, not from the design). `from a import b` names `a`
+    and `a.b`, which is a module when `b` is one."""
     found: set[str] = set()
-    for node in tree.body:
-        for inner in [node] if not isinstance(node, (ast.If, ast.Try)) else list(ast.walk(node)):
-            if isinstance(inner, ast.Import):
-                found.update(alias.name for alias in inner.names)
-            elif isinstance(inner, ast.ImportFrom):
-                base = inner.module or ""
-                if inner.level:
-                    anchor = module.split(".") if is_package else module.split(".")[:-1]
-                    anchor = anchor[: len(anchor) - inner.level + 1]
-                    base = ".".join([*anchor, base]) if base else ".".join(anchor)
-                found.add(base)
-                found.update(f"{base}.{alias.name}" for alias in inner.names)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".") if is_package else module.split(".")[:-1]
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base]) if base else ".".join(anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
     return found
 
 
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+@cache
+def _all_imports() -> dict[str, frozenset[str]]:
+    """Each graphlint module -> every module it imports (graphlint's and others')."""
+    return {
+        name: frozenset(_imports(ast.parse(path.read_text()), name, path.name == "__init__.py"))
+        for name, path in _modules().items()
+    }
+
+
 def _import_graph() -> nx.DiGraph:
-    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = _all_imports()
     graph = nx.DiGraph()
-    for name, path in modules.items():
+    for name, targets in modules.items():
         graph.add_node(name)
-        for target in _top_level_imports(ast.parse(path.read_text()), name, path.name == "__init__.py"):
-            if target in modules and target != name:
-                graph.add_edge(name, target)
+        graph.add_edges_from((name, t) for t in targets if t in modules and t != name)
     return graph
+
+
+def _under(package: str) -> list[str]:
+    """The modules of `package`; a layering rule about a package that is not there fails."""
+    found = [m for m in _all_imports() if m == package or m.startswith(package + ".")]
+    assert found, f"no package {package}: the layout this test holds is not there"
+    return found
+
+
+def _offending(modules: list[str], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(
+        f"{module} imports {target}"
+        for module in modules
+        for target in _all_imports()[module]
+        if any(target == f or target.startswith(f + ".") for f in forbidden)
+    )
 
 
 def test_no_import_cycles() -> None:
     cycles = list(nx.simple_cycles(_import_graph()))
     assert cycles == [], f"import cycles: {cycles}"
+
+
+MACHINERY = "graphlint.checkers.machinery"
+FLOWS = (f"{MACHINERY}.flows.replay", f"{MACHINERY}.flows.stream", f"{MACHINERY}.values")
+RUNTIME = "graphlint.runtime_sanitizer"
+
+
+def test_the_core_imports_no_flow() -> None:
+    """The binder and what it stands on know no flow, no value flow and no project phase: the
+    flows lend the binder what it needs through `core.flow_hooks`, wired by the file phase."""
+    forbidden = (*FLOWS, f"{MACHINERY}.project", f"{MACHINERY}.summarize", f"{MACHINERY}.host_attributes")
+    assert _offending(_under(f"{MACHINERY}.core"), forbidden) == []
+
+
+def test_flows_do_not_import_each_other() -> None:
+    """The replay flow, the stream flow and the value flow each stand on the core alone, so a
+    change to one cannot change another's findings."""
+    found = []
+    for flow in FLOWS:
+        found += _offending(_under(flow), tuple(other for other in FLOWS if other != flow))
+    assert found == []
+
+
+def test_the_runtime_analysis_needs_no_device() -> None:
+    """The runtime's analysis runs on recorded snapshots on any machine: nothing it imports,
+    directly or through other graphlint modules (late imports included), imports torch, CUDA's
+    bindings or the driver shim."""
+    graph = _import_graph()
+    analysis = _under(f"{RUNTIME}.analysis")
+    reached = set(analysis).union(*(nx.descendants(graph, m) for m in analysis))
+    device = ("torch", "cuda", f"{RUNTIME}.driver", f"{RUNTIME}.capture")
+    assert _offending(sorted(reached), device) == []
 
 
 def test_the_machinery_imports_no_rule() -> None:

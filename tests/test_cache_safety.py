@@ -115,7 +115,7 @@ def test_summaries_round_trip_through_the_cache_format(write_tree) -> None:
 
 def test_a_value_the_format_cannot_hold_is_not_cached_and_does_not_crash(tmp_path: Path) -> None:
     from graphlint.cache import SummaryCache
-    from graphlint.checkers.machinery.model import ModuleSummary
+    from graphlint.checkers.machinery.core.model import ModuleSummary
 
     cache = SummaryCache(tmp_path / "cache")
     cache.put("key", ModuleSummary(module="m", flow=[(object(),)]))

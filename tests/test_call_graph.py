@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from graphlint.checkers.machinery.call_graph import CaptureRoot
-from graphlint.checkers.machinery.call_targets import FunctionTarget, InstanceCall, MethodTarget, ParamCall
-from graphlint.checkers.machinery.callgraph_json import call_graph
-from graphlint.checkers.machinery.model import COMPILE, GRAPH
-from graphlint.checkers.machinery.project import Project
+from graphlint.checkers.machinery.core.call_targets import FunctionTarget, InstanceCall, MethodTarget, ParamCall
+from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
+from graphlint.checkers.machinery.project.call_graph import CaptureRoot
+from graphlint.checkers.machinery.project.callgraph_json import call_graph
+from graphlint.checkers.machinery.project.phase import Project
 from graphlint.config import ConfigResolver
 from graphlint.engine import CheckOptions, check, load_project
 

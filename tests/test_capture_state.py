@@ -11,7 +11,7 @@ import ast
 
 import pytest
 
-from graphlint.checkers.machinery.capture_state import (
+from graphlint.checkers.machinery.core.capture_state import (
     GUARD_CALLS,
     CaptureFlags,
     capture_predicates,
@@ -19,8 +19,8 @@ from graphlint.checkers.machinery.capture_state import (
     in_guarded_code,
     short_circuited,
 )
-from graphlint.checkers.machinery.model import FunctionSummary
-from graphlint.checkers.machinery.names import dotted_parts
+from graphlint.checkers.machinery.core.model import FunctionSummary
+from graphlint.checkers.machinery.core.names import dotted_parts
 
 
 def _predicates(source: str) -> dict[str, bool]:

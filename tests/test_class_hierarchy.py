@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import followed_call_graph
-from graphlint.checkers.machinery.value_flow import MAX_DECLARED, MAX_VALUES
+from graphlint.checkers.machinery.values.value_flow import MAX_DECLARED, MAX_VALUES
 
 
 def _graph(write_tree, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> dict[str, list[str]]:

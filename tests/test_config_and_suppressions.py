@@ -149,7 +149,7 @@ def test_block_suppression_between_disable_and_enable(write_tree) -> None:
 def test_the_runtime_findings_honour_blocks_too(tmp_path) -> None:
     from graphlint.findings import Finding
     from graphlint.registry import get_rule
-    from graphlint.runtime_sanitizer.postprocess import suppressed
+    from graphlint.runtime_sanitizer.analysis.postprocess import suppressed
 
     path = tmp_path / "b.py"
     path.write_text(BLOCKS)

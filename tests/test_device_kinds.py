@@ -4,7 +4,7 @@ import ast
 
 import pytest
 
-from graphlint.checkers.machinery import value_kinds as T
+from graphlint.checkers.machinery.core import kinds as T
 
 
 def _expr(text: str) -> ast.expr:

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import run_cli
 from graphlint.findings import Finding, Fix
-from graphlint.fix_ops import AppendMethodCall, FixOperation, SetKeyword
-from graphlint.fixes import fix_file, write_atomic
+from graphlint.fixing.apply import fix_file, write_atomic
+from graphlint.fixing.ops import AppendMethodCall, FixOperation, SetKeyword
 
 SOURCE = """\
 import torch
@@ -236,7 +236,8 @@ def test_diff_of_a_multi_line_call(tmp_path) -> None:
 
 def test_a_file_changed_under_the_fix_is_refused_loudly(tmp_path, monkeypatch, capsys) -> None:
     """The fix names nodes by position: text that no longer has them is left as it is."""
-    from graphlint import cli, fixes
+    from graphlint import cli
+    from graphlint.fixing import apply as fixes
 
     path = tmp_path / "train.py"
     path.write_text(SOURCE)

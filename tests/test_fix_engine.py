@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graphlint.findings import Edit, Finding, Fix
-from graphlint.fix_engine import FixError, apply_operations, text_edit, with_edits
-from graphlint.fix_ops import (
+from graphlint.fixing.edits import FixError, apply_operations, text_edit, with_edits
+from graphlint.fixing.ops import (
     AppendMethodCall,
     FixOperation,
     InsertStatementAfter,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT
-from graphlint.runtime_sanitizer.graph_picture import HAZARD_COLOURS, lanes, short_kernel_name
-from graphlint.runtime_sanitizer.report import analyze_pair
-from graphlint.runtime_sanitizer.snapshot import load_captures
+from graphlint.runtime_sanitizer.analysis.graph_picture import HAZARD_COLOURS, lanes, short_kernel_name
+from graphlint.runtime_sanitizer.analysis.report import analyze_pair
+from graphlint.runtime_sanitizer.analysis.snapshot import load_captures
 
 SVG = "{http://www.w3.org/2000/svg}"
 RECORDED = sorted(p.stem for p in (FIXTURES / "snapshots").glob("*.json") if p.stem != "SUMMARY")

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 def test_dynamo_compiles_frames_while_the_replay_guard_is_installed() -> None:
     from torch._dynamo.testing import CompileCounter
 
-    from graphlint.runtime_sanitizer.replay_guard import ReplayGuard
+    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
     counter = CompileCounter()
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from graphlint.runtime_sanitizer import analysis
-from graphlint.runtime_sanitizer.device_update import DeviceSlot, pack_slots
-from graphlint.runtime_sanitizer.introspection import _extra_buffer, packed_extra
-from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, Node, Region, load_captures
+from graphlint.launcher.device_update import DeviceSlot, pack_slots
+from graphlint.runtime_sanitizer.analysis import two_capture as analysis
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot, Node, Region, load_captures
+from graphlint.runtime_sanitizer.capture.introspection import _extra_buffer, packed_extra
 
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "fixtures" / "snapshots"
 
@@ -96,7 +96,7 @@ def test_recorded_output_reuse_leaves_earlier_intermediates_alone() -> None:
 def test_a_small_tensor_many_kernels_use_is_cheaper_to_copy_a_large_or_rarely_used_one_is_not() -> None:
     """The launcher's copy-or-re-point choice (update_cost): copy when re-pointing every user
     costs more CPU than a copy launch and the copy is faster than the device-side updater."""
-    from graphlint.runtime_sanitizer.update_cost import cheaper_to_copy, nodes_per_tensor
+    from graphlint.launcher.update_cost import cheaper_to_copy, nodes_per_tensor
 
     nodes = nodes_per_tensor(
         [(("input", 0), n) for n in range(80)]

@@ -15,7 +15,7 @@ pytestmark = [
 
 def _launcher(fn, *inputs, **kwargs):
     pytest.importorskip("cuda.bindings", reason="cuda-bindings is not installed")
-    from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+    from graphlint.launcher.launcher import ParameterizedLauncher
 
     return ParameterizedLauncher(fn, inputs, **kwargs)
 
@@ -272,7 +272,7 @@ def test_device_side_updates_re_point_every_node_with_one_launch_and_no_driver_c
 
 @torch.inference_mode()
 def test_auto_updates_take_the_device_from_the_threshold_on_and_the_host_below_it() -> None:
-    from graphlint.runtime_sanitizer.launcher import DEVICE_THRESHOLD
+    from graphlint.launcher.launcher import DEVICE_THRESHOLD
 
     x = torch.randn(4096, device="cuda")
     many = _launcher(FanOut(31), x, copy_when_cheaper=False)

@@ -82,7 +82,7 @@ def _boom_on(path_part: str, real):
 def test_project_phase_failure_is_gl002_on_that_file_and_the_run_goes_on(
     write_tree, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    from graphlint.checkers.machinery.project import Project
+    from graphlint.checkers.machinery.project.phase import Project
 
     root = write_tree({"bad.py": TWO_CAPTURES, "good.py": TWO_CAPTURES})
     monkeypatch.setattr(Project, "_judge", _boom_on("bad.py", Project._judge))

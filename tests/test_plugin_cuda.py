@@ -18,7 +18,7 @@ import random
 import pytest
 import torch
 
-from graphlint.runtime_sanitizer.launcher import ParameterizedLauncher
+from graphlint.launcher.launcher import ParameterizedLauncher
 
 
 class PythonStateGraph(torch.nn.Module):  # the graph depends on a Python counter

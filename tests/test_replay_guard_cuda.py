@@ -10,7 +10,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: sanitized replay needs a GPU"),
 ]
 
-from graphlint.runtime_sanitizer.replay_guard import ReplayGuard  # noqa: E402
+from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard  # noqa: E402
 
 
 def _captured(model, static_x):

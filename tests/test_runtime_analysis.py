@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from graphlint.runtime_sanitizer import analysis
-from graphlint.runtime_sanitizer.report import analyze_pair
-from graphlint.runtime_sanitizer.snapshot import GraphSnapshot, load_captures
+from graphlint.runtime_sanitizer.analysis import two_capture as analysis
+from graphlint.runtime_sanitizer.analysis.report import analyze_pair
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot, load_captures
 
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "fixtures" / "snapshots"
 PROGRAMS = sorted(p.stem for p in SNAPSHOTS.glob("*.json") if p.stem != "SUMMARY")

@@ -57,7 +57,7 @@ def test_graph_that_depends_on_python_state_is_gl501() -> None:
 
 def test_snapshot_has_every_node_type_of_a_copy_graph() -> None:
     pytest.importorskip("cuda.bindings", reason="cuda-bindings is not installed")
-    from graphlint.runtime_sanitizer.capture import capture_once
+    from graphlint.runtime_sanitizer.capture.two_captures import capture_once
 
     def copy_twice(x):
         out = torch.empty_like(x)

@@ -14,8 +14,8 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the runtime sanitizer needs a GPU"),
 ]
 
-from graphlint.runtime_sanitizer.postprocess import finish  # noqa: E402
-from graphlint.runtime_sanitizer.replay_guard import ReplayGuard  # noqa: E402
+from graphlint.runtime_sanitizer.analysis.postprocess import finish  # noqa: E402
+from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard  # noqa: E402
 
 
 def _mlp():

@@ -66,13 +66,13 @@ BUFFER = [(0x7000_0000, 4096), (0x7100_0000, 1024)]  # the backward graph's stat
 
 
 def _records(**grads: int | None) -> list:
-    from graphlint.runtime_sanitizer.grad_alias import GradRecord
+    from graphlint.runtime_sanitizer.analysis.grad_alias import GradRecord
 
     return [GradRecord(name.replace("_", "."), address) for name, address in grads.items()]
 
 
 def test_grads_inside_the_static_buffer_are_aliased_and_cleared_or_copied_ones_are_not() -> None:
-    from graphlint.runtime_sanitizer.grad_alias import aliased_grads
+    from graphlint.runtime_sanitizer.analysis.grad_alias import aliased_grads
 
     records = _records(fc1_weight=0x7000_0000, fc1_bias=0x7000_0400, fc2_weight=None, fc2_bias=0x9000_0000)
     assert aliased_grads(records, BUFFER) == ("fc1.weight", "fc1.bias")
@@ -80,7 +80,7 @@ def test_grads_inside_the_static_buffer_are_aliased_and_cleared_or_copied_ones_a
 
 
 def test_one_finding_per_graph_and_parameter_set() -> None:
-    from graphlint.runtime_sanitizer.grad_alias import GradAliasTracker
+    from graphlint.runtime_sanitizer.analysis.grad_alias import GradAliasTracker
 
     tracker = GradAliasTracker()
     records = _records(fc1_weight=0x7000_0000, fc2_weight=0x7100_0000)
@@ -91,7 +91,7 @@ def test_one_finding_per_graph_and_parameter_set() -> None:
 
 
 def test_the_message_names_parameters_graph_replay_and_fix() -> None:
-    from graphlint.runtime_sanitizer.grad_alias import grad_alias_message
+    from graphlint.runtime_sanitizer.analysis.grad_alias import grad_alias_message
 
     text = grad_alias_message(("fc1.weight", "fc1.bias"), "graph made by make_graphed_callables at t.py:9", 2)
     for part in ("`fc1.weight`, `fc1.bias`", "t.py:9", "replay 2", "set_to_none=True", "pytorch#181723"):
@@ -132,7 +132,7 @@ def test_zeroing_an_aliased_grad_in_place_still_corrupts_it() -> None:
 
 
 def _finding(path: str, line: int, code: str = "GL503", message: str = "an output of replay 1 is read"):
-    from graphlint.runtime_sanitizer.report import rule_finding
+    from graphlint.runtime_sanitizer.analysis.report import rule_finding
     from graphlint.runtime_sanitizer.rules import STALE_OUTPUT_READ
 
     finding = rule_finding(STALE_OUTPUT_READ, message, (path, line))
@@ -140,7 +140,7 @@ def _finding(path: str, line: int, code: str = "GL503", message: str = "an outpu
 
 
 def test_identical_findings_are_merged_with_a_count() -> None:
-    from graphlint.runtime_sanitizer.postprocess import finish
+    from graphlint.runtime_sanitizer.analysis.postprocess import finish
 
     found = finish([_finding("a.py", 3)] * 4 + [_finding("a.py", 4)])
     assert [(f.line, f.message) for f in found] == [
@@ -150,7 +150,7 @@ def test_identical_findings_are_merged_with_a_count() -> None:
 
 
 def test_runtime_findings_are_suppressed_on_the_reported_line(tmp_path) -> None:
-    from graphlint.runtime_sanitizer.postprocess import finish
+    from graphlint.runtime_sanitizer.analysis.postprocess import finish
 
     program = tmp_path / "prog.py"
     program.write_text(
@@ -167,7 +167,7 @@ def test_runtime_findings_are_suppressed_on_the_reported_line(tmp_path) -> None:
 
 def test_the_user_line_is_the_innermost_frame_outside_torch_and_graphlint() -> None:
     pytest.importorskip("torch", reason="needs torch: torch's own frames are told apart by its folder")
-    from graphlint.runtime_sanitizer.replay_guard import innermost_user_frame
+    from graphlint.runtime_sanitizer.guard.sites import innermost_user_frame
 
     path, line = innermost_user_frame()
     assert (
@@ -183,7 +183,8 @@ def test_on_a_thread_without_user_frames_the_backward_call_is_the_user_line() ->
     torch = pytest.importorskip("torch", reason="needs torch")
     from concurrent.futures import ThreadPoolExecutor
 
-    from graphlint.runtime_sanitizer.replay_guard import ReplayGuard, user_site
+    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
+    from graphlint.runtime_sanitizer.guard.sites import user_site
 
     seen = []
 
@@ -213,14 +214,14 @@ def test_on_a_thread_without_user_frames_the_backward_call_is_the_user_line() ->
 def _race_ordering():
     from pathlib import Path
 
-    from graphlint.runtime_sanitizer.snapshot import load_captures
+    from graphlint.runtime_sanitizer.analysis.snapshot import load_captures
 
     captures, _ = load_captures(Path(__file__).resolve().parent.parent / "fixtures" / "snapshots" / "race.json")
     return captures["ordering"]
 
 
 def test_a_plain_capture_with_an_unjoined_side_stream_is_gl504_at_the_capture_line() -> None:
-    from graphlint.runtime_sanitizer.report import ordering_findings
+    from graphlint.runtime_sanitizer.analysis.report import ordering_findings
 
     found = ordering_findings(_race_ordering(), "graph captured at prog.py:7", ("prog.py", 7))
     assert [(f.code, f.path, f.line) for f in found] == [("GL504", "prog.py", 7)]
@@ -230,7 +231,7 @@ def test_a_plain_capture_with_an_unjoined_side_stream_is_gl504_at_the_capture_li
 def test_nodes_no_operator_launched_make_the_ordering_unknown() -> None:
     import copy
 
-    from graphlint.runtime_sanitizer.analysis import unattributed_nodes
+    from graphlint.runtime_sanitizer.analysis.two_capture import unattributed_nodes
 
     snapshot = _race_ordering()
     assert unattributed_nodes(snapshot) == []
@@ -240,13 +241,13 @@ def test_nodes_no_operator_launched_make_the_ordering_unknown() -> None:
 
 
 def test_without_cuda_bindings_a_plain_capture_is_refused_with_the_reason(monkeypatch) -> None:
-    from graphlint.runtime_sanitizer import introspection
-    from graphlint.runtime_sanitizer.plain_capture import CaptureOrdering, Refused
+    from graphlint.runtime_sanitizer import driver
+    from graphlint.runtime_sanitizer.capture.plain_capture import CaptureOrdering, Refused
 
     def missing():
-        raise introspection.IntrospectionError("cuda-bindings is not installed")
+        raise driver.IntrospectionError("cuda-bindings is not installed")
 
-    monkeypatch.setattr(introspection, "_driver", missing)
+    monkeypatch.setattr(driver, "bindings", missing)
     ordering = CaptureOrdering()
     ordering.start()
     with pytest.raises(Refused, match="cuda-bindings is not installed"):
@@ -254,7 +255,7 @@ def test_without_cuda_bindings_a_plain_capture_is_refused_with_the_reason(monkey
 
 
 def test_graph_counts_name_every_refusal() -> None:
-    from graphlint.runtime_sanitizer.graph_counts import GraphCounts
+    from graphlint.runtime_sanitizer.analysis.graph_counts import GraphCounts
 
     counts = GraphCounts(seen=3, analysed=2, refused=[("graph captured at p.py:4", "2 of 5 nodes ... unknown")])
     again = GraphCounts.from_dict(counts.to_dict())
@@ -266,7 +267,7 @@ def test_graph_counts_name_every_refusal() -> None:
 
 
 def test_graph_pool_memory_finding_is_informational_and_names_both_sizes() -> None:
-    from graphlint.runtime_sanitizer.report import memory_finding
+    from graphlint.runtime_sanitizer.analysis.report import memory_finding
 
     finding = memory_finding(3 << 20, 1 << 19, ("train.py", 12), "Block")
     assert (finding.code, finding.path, finding.line, finding.informational) == ("GL508", "train.py", 12, True)
@@ -283,7 +284,7 @@ class _Output:
 def test_kept_count_counts_the_object_itself_and_tuples_holding_it() -> None:
     from collections import OrderedDict, deque
 
-    from graphlint.runtime_sanitizer.kept_outputs import holders, kept_count
+    from graphlint.runtime_sanitizer.analysis.kept_outputs import holders, kept_count
 
     out, other = _Output(), _Output()
     assert kept_count([out, out, other], out) == 2
@@ -300,7 +301,7 @@ def _replay_loop(keep, replays: int = 3):
     """Replays with the watch before each; `keep(out, i)` runs after replay i. The findings."""
     import sys
 
-    from graphlint.runtime_sanitizer.kept_outputs import KeptWatch
+    from graphlint.runtime_sanitizer.analysis.kept_outputs import KeptWatch
 
     out, watch, found = _Output(), KeptWatch(), []
     for i in range(replays):
@@ -331,7 +332,7 @@ def test_copies_single_references_and_structures_built_once_are_not_found() -> N
 
 
 def test_the_heap_is_scanned_only_when_references_were_added() -> None:
-    from graphlint.runtime_sanitizer.kept_outputs import MAX_SCANS, KeptWatch
+    from graphlint.runtime_sanitizer.analysis.kept_outputs import MAX_SCANS, KeptWatch
 
     watch = KeptWatch()
     assert not watch.wants_scan(3)  # the first replay sets the mark
@@ -348,7 +349,7 @@ def test_the_heap_is_scanned_only_when_references_were_added() -> None:
 
 
 def test_attribute_dicts_are_told_from_collections() -> None:
-    from graphlint.runtime_sanitizer.kept_outputs import is_attribute_dict
+    from graphlint.runtime_sanitizer.analysis.kept_outputs import is_attribute_dict
 
     holder = type("Holder", (), {})()
     holder.a = 1
@@ -361,13 +362,14 @@ def test_the_guard_reports_a_kept_static_output_as_gl503_with_the_container() ->
     torch = pytest.importorskip("torch", reason="needs torch")
     import weakref
 
-    from graphlint.runtime_sanitizer.kept_outputs import KeptWatch
-    from graphlint.runtime_sanitizer.replay_guard import ReplayGuard, _GraphState
+    from graphlint.runtime_sanitizer.analysis.kept_outputs import KeptWatch
+    from graphlint.runtime_sanitizer.guard.graph_state import GraphState
+    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
     def loop(keep):
         guard = ReplayGuard()
         static_out = torch.zeros(4, 16)
-        state = _GraphState("graph captured at prog.py:7", outputs=[(weakref.ref(static_out), KeptWatch())])
+        state = GraphState("graph captured at prog.py:7", outputs=[(weakref.ref(static_out), KeptWatch())])
         kept = []
         for _ in range(4):
             state.replays += 1
@@ -388,12 +390,13 @@ def test_gl506_needs_still_version_counters_and_still_contents() -> None:
     torch = pytest.importorskip("torch")
     import weakref
 
-    from graphlint.runtime_sanitizer.replay_guard import ReplayGuard, _GraphState
+    from graphlint.runtime_sanitizer.guard.graph_state import GraphState
+    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
     def replays(write_behind_counter: bool) -> list[str]:
         graph, x = object(), torch.zeros(4)
         with ReplayGuard() as guard:
-            guard._graphs[id(graph)] = _GraphState("graph under test", [(weakref.ref(x), x._version)])
+            guard._graphs[id(graph)] = GraphState("graph under test", [(weakref.ref(x), x._version)])
             for step in range(4):
                 if write_behind_counter:
                     x.data.fill_(float(step))  # new contents, same version counter

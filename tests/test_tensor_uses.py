@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from graphlint.checkers.machinery.names import dotted_parts
-from graphlint.checkers.machinery.tensor_uses import takes_tensor_first, tensor_uses
+from graphlint.checkers.machinery.core.names import dotted_parts
+from graphlint.checkers.machinery.core.tensor_uses import takes_tensor_first, tensor_uses
 
 _IMPORTS = {"torch": "torch", "F": "torch.nn.functional", "dist": "torch.distributed"}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from graphlint.checkers.machinery.callgraph_json import call_graph
+from graphlint.checkers.machinery.project.callgraph_json import call_graph
 from graphlint.config import ConfigResolver
 from graphlint.engine import CheckOptions, load_project
 

@@ -1,2 +1,2 @@
-"""The static checker: `machinery/` (summaries, value kinds, the flow skeleton, the call graph)
-and `rules/` (one module per rule, in a folder per family)."""
+"""The static checker: `machinery/` (the file phase's core, the flows, the value flow, the
+project phase) and `rules/` (one module per rule, in a folder per family)."""

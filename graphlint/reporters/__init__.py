@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from graphlint.findings import Finding
+from graphlint.reporters.context import ReportContext
 
-
-@dataclass(frozen=True)
-class ReportContext:
-    files: tuple[str, ...]  # display paths of every file checked, in order
-    color: bool = False
-    summary: bool = True  # False with `-q/--quiet`: findings only, no closing summary line
+__all__ = ["FORMATS", "ReportContext", "render"]
 
 
 FORMATS = ("text", "concise", "json", "sarif", "github", "gitlab", "pylint", "junit")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from graphlint.checkers.machinery.captures import OUTSIDE, RESOLVED, CaptureRegion, CaptureReport
+from graphlint.checkers.machinery.project.captures import OUTSIDE, RESOLVED, CaptureRegion, CaptureReport
 
 _MAX_TARGETS = 3
 

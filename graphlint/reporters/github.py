@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graphlint.findings import Finding
-from graphlint.reporters import ReportContext
+from graphlint.reporters.context import ReportContext
 
 _LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from graphlint.findings import Finding
-from graphlint.reporters import ReportContext
+from graphlint.reporters.context import ReportContext
 from graphlint.reporters.fingerprints import fingerprints, report_path
 
 _SEVERITIES = {"error": "major", "warning": "minor", "info": "info"}

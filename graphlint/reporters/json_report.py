@@ -6,7 +6,7 @@ import json
 from collections import Counter
 
 from graphlint.findings import Finding
-from graphlint.reporters import ReportContext
+from graphlint.reporters.context import ReportContext
 
 
 def render(findings: list[Finding], context: ReportContext) -> str:

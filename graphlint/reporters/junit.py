@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from graphlint.findings import Finding
-from graphlint.reporters import ReportContext
+from graphlint.reporters.context import ReportContext
 from graphlint.reporters.text import format_finding
 
 

@@ -11,7 +11,7 @@ import json
 from graphlint import __version__
 from graphlint.findings import Finding
 from graphlint.registry import all_rules
-from graphlint.reporters import ReportContext
+from graphlint.reporters.context import ReportContext
 from graphlint.reporters.fingerprints import fingerprints, report_path
 
 _LEVELS = {"error": "error", "warning": "warning", "info": "note"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from graphlint.findings import Finding
-from graphlint.reporters import ReportContext
+from graphlint.reporters.context import ReportContext
 
 _RED, _BOLD, _DIM, _CYAN, _RESET = "\033[31m", "\033[1m", "\033[2m", "\033[36m", "\033[0m"
 

@@ -6,18 +6,18 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from graphlint.runtime_sanitizer.report import SanitizerReport, analyze_pair, memory_finding
+from graphlint.runtime_sanitizer.analysis.report import SanitizerReport, analyze_pair, memory_finding
 
 
 def _where(fn: Callable) -> tuple[str, int]:
     """The callable's own source when it is the user's; otherwise (a torch module, no source)
     the user's line that asked for the analysis."""
-    from graphlint.runtime_sanitizer.replay_guard import _is_library, user_site
+    from graphlint.runtime_sanitizer.guard.sites import is_library, user_site
 
     target = getattr(fn, "forward", fn)
     try:
         path = inspect.getsourcefile(target)
-        if path and not _is_library(path):
+        if path and not is_library(path):
             return path, inspect.getsourcelines(target)[1]
     except (OSError, TypeError):
         pass
@@ -36,7 +36,7 @@ def sanitize_callable(
     runs of ``fn`` move on are restored afterwards. With ``graph_dir``, the analysed graph is
     also drawn there (`report.write_pictures`), hazards in colour.
     """
-    from graphlint.runtime_sanitizer.capture import load_state, module_tensors, save_state
+    from graphlint.runtime_sanitizer.capture.two_captures import load_state, module_tensors, save_state
 
     fixed = module_tensors(module if module is not None else fn)
     saved = save_state(fixed)
@@ -50,8 +50,8 @@ def sanitize_callable(
 
 
 def _analyse(fn: Callable, inputs: tuple[Any, ...], fixed: list[Any], warmup: int) -> SanitizerReport:
-    from graphlint.runtime_sanitizer import analysis
-    from graphlint.runtime_sanitizer.capture import capture_attributed, capture_shifted, capture_three
+    from graphlint.runtime_sanitizer.analysis import two_capture as analysis
+    from graphlint.runtime_sanitizer.capture.two_captures import capture_attributed, capture_shifted, capture_three
 
     first, second, repeat = capture_three(fn, inputs, fixed, warmup)
     label = getattr(fn, "__qualname__", type(fn).__name__)

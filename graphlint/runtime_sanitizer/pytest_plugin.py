@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from graphlint.findings import Finding
+from graphlint.runtime_sanitizer.analysis.graph_counts import GraphCounts
+from graphlint.runtime_sanitizer.analysis.postprocess import finish
+from graphlint.runtime_sanitizer.analysis.report import state_findings
 from graphlint.runtime_sanitizer.availability import Availability, availability
-from graphlint.runtime_sanitizer.graph_counts import GraphCounts
-from graphlint.runtime_sanitizer.postprocess import finish
-from graphlint.runtime_sanitizer.report import state_findings
 
 RUN_LOCATION = "<pytest>"  # where findings about the whole session are located (as `<string>` for -c)
 
@@ -114,7 +114,7 @@ def pytest_runtest_call(item: pytest.Item):
     if not _active(item.config):
         yield
         return
-    from graphlint.runtime_sanitizer.replay_guard import ReplayGuard
+    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
     guard = ReplayGuard()
     guard.findings = item.stash.setdefault(_KEY, [])  # the same list the fixture hands the test

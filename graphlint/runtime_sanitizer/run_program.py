@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphlint.findings import Finding
-from graphlint.runtime_sanitizer.graph_counts import GraphCounts
+from graphlint.runtime_sanitizer.analysis.graph_counts import GraphCounts
 
 _BOOTSTRAP = str(Path(__file__).resolve().parent / "bootstrap")
 # Flags after which the interpreter does not look at PYTHONPATH or site: the hook cannot run.

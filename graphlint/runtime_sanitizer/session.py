@@ -45,7 +45,7 @@ class _Session:
                 state = availability()
                 self.reason, self.untested = state.reason, state.untested
                 if state.active:
-                    from graphlint.runtime_sanitizer.replay_guard import ReplayGuard
+                    from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
                     graph_dir = os.environ.pop("GRAPHLINT_SANITIZE_GRAPH_DIR", None)
                     self.guard = ReplayGuard(graph_dir=graph_dir).install()

@@ -19,18 +19,17 @@ detector is never instantiated, and a flow runs only when an enabled detector li
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Iterable
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from graphlint.registry import load_rule_modules
 
 if TYPE_CHECKING:
     from graphlint.findings import Finding
     from graphlint.registry import Rule
 
 _DETECTORS: dict[str, list[type[Detector]]] = {}
-_RULES_PACKAGE = "graphlint.checkers.rules"
 _HOOK_PREFIX = "on_"
 
 
@@ -46,17 +45,6 @@ class Detector:
     def project_findings(self, project: Any) -> Iterable[Finding]:
         """Findings decided on the whole project (cross-file); none by default."""
         return ()
-
-
-@cache
-def load_rule_modules() -> tuple[str, ...]:
-    """Import every module under `graphlint.checkers.rules` (each declares its rule), once."""
-    package = importlib.import_module(_RULES_PACKAGE)
-    names = []
-    for info in pkgutil.walk_packages(package.__path__, prefix=f"{_RULES_PACKAGE}."):
-        importlib.import_module(info.name)
-        names.append(info.name)
-    return tuple(names)
 
 
 class Hooks:

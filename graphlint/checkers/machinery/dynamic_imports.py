@@ -12,8 +12,8 @@ import ast
 from collections import Counter
 from collections.abc import Iterable
 
-from graphlint.checkers.machinery.names import ImportMap, dotted_parts
-from graphlint.checkers.machinery.syntax import bound_names
+from graphlint.checkers.machinery.core.names import ImportMap, dotted_parts
+from graphlint.checkers.machinery.core.syntax import bound_names
 
 # The calls that return a module named by their first argument: True when they return the
 # top package (`__import__("torch.cuda")` is `torch`), False for the named module itself.

@@ -14,13 +14,13 @@ import ast
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from graphlint.checkers.machinery import value_kinds as T
-from graphlint.checkers.machinery.names import dotted_parts
-from graphlint.checkers.machinery.syntax import statements, unquoted_annotation
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.names import dotted_parts
+from graphlint.checkers.machinery.core.syntax import statements, unquoted_annotation
 
 if TYPE_CHECKING:
-    from graphlint.checkers.machinery.binder import FunctionWalker
-    from graphlint.checkers.machinery.model import ClassSummary
+    from graphlint.checkers.machinery.core.binder import FunctionWalker
+    from graphlint.checkers.machinery.core.model import ClassSummary
 
 Resolve = Callable[[ast.AST], "str | None"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphlint.checkers.machinery.call_targets import CallTarget, FunctionTarget
-from graphlint.checkers.machinery.names import LIBRARY_ROOTS
-from graphlint.checkers.machinery.resolution import Resolver
+from graphlint.checkers.machinery.core.call_targets import CallTarget, FunctionTarget
+from graphlint.checkers.machinery.core.names import LIBRARY_ROOTS
+from graphlint.checkers.machinery.project.resolution import Resolver
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from graphlint.checkers.machinery.model import ClassSummary
+from graphlint.checkers.machinery.core.model import ClassSummary
 
 PROTOCOL_BASES = frozenset({"typing.Protocol", "typing_extensions.Protocol"})
 

@@ -13,18 +13,14 @@ import ast
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from graphlint.checkers.machinery import replay_flow, runner_trace, stream_flow, value_facts
-from graphlint.checkers.machinery import value_kinds as T
-from graphlint.checkers.machinery.binder import FunctionWalker
-from graphlint.checkers.machinery.capture_state import capture_predicates, guard_calls, stream_capture_calls
-from graphlint.checkers.machinery.detectors import hooks_for, static_codes
-from graphlint.checkers.machinery.dynamic_imports import bind_dynamic_imports, bind_torch_aliases, importer_call
-from graphlint.checkers.machinery.host_attributes import host_attributes
-from graphlint.checkers.machinery.model import ClassSummary, ModuleSummary
-from graphlint.checkers.machinery.module_state import ModuleState
-from graphlint.checkers.machinery.names import dotted_parts, source_text
-from graphlint.checkers.machinery.protocols import PROTOCOL_BASES
-from graphlint.checkers.machinery.syntax import (
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.capture_state import capture_predicates, guard_calls, stream_capture_calls
+from graphlint.checkers.machinery.core.kind_inference import GRAPHED_CALLABLES
+from graphlint.checkers.machinery.core.model import ClassSummary, ModuleSummary
+from graphlint.checkers.machinery.core.module_state import FlowHooks, ModuleState
+from graphlint.checkers.machinery.core.names import dotted_parts, source_text
+from graphlint.checkers.machinery.core.syntax import (
     FUNCTION_NODES,
     all_statements,
     bound_names,
@@ -32,7 +28,20 @@ from graphlint.checkers.machinery.syntax import (
     module_level_statements,
     statements,
 )
-from graphlint.checkers.machinery.value_inference import GRAPHED_CALLABLES
+from graphlint.checkers.machinery.detectors import hooks_for, static_codes
+from graphlint.checkers.machinery.dynamic_imports import bind_dynamic_imports, bind_torch_aliases, importer_call
+from graphlint.checkers.machinery.flows.replay import replay_flow, runner_trace
+from graphlint.checkers.machinery.flows.stream import stream_flow, stream_identity
+from graphlint.checkers.machinery.host_attributes import host_attributes
+from graphlint.checkers.machinery.protocols import PROTOCOL_BASES
+from graphlint.checkers.machinery.values import value_facts
+
+# The flows' knowledge the binder uses while it walks (the core imports no flow).
+FLOW_HOOKS = FlowHooks(
+    device_module_member=stream_identity.device_module_member,
+    is_device_module_factory=stream_identity.is_device_module_factory,
+    note_capture=replay_flow.note_capture,
+)
 
 
 class FileSummarizer:
@@ -43,7 +52,7 @@ class FileSummarizer:
     ) -> None:
         self.source = source
         hooks = hooks_for(static_codes() | {value_facts.VALUE_FACTS} if codes is None else codes)
-        self.state = ModuleState(tree, module, is_package, source.splitlines(), hooks)
+        self.state = ModuleState(tree, module, is_package, source.splitlines(), hooks, FLOW_HOOKS)
 
     def run(self) -> ModuleSummary:
         st = self.state

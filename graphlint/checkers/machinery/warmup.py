@@ -28,10 +28,10 @@ import re
 from collections.abc import Iterator
 from itertools import pairwise
 
-from graphlint.checkers.machinery import value_kinds as T
-from graphlint.checkers.machinery.binder import CAPTURE_CONTEXTS, FunctionWalker
-from graphlint.checkers.machinery.names import source_text
-from graphlint.checkers.machinery.syntax import FUNCTION_NODES, exits, walk_no_defs
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.binder import CAPTURE_CONTEXTS, FunctionWalker
+from graphlint.checkers.machinery.core.names import source_text
+from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, exits, walk_no_defs
 
 # Methods of events, streams and graphs (whatever the receiver's inferred kind): not work to warm.
 _STREAM_EVENT_METHODS = frozenset(

@@ -6,14 +6,14 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from graphlint.checkers.machinery import value_kinds as T
-from graphlint.checkers.machinery.names import source_text
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.names import source_text
 from graphlint.findings import Fix
-from graphlint.fix_ops import SetKeyword
+from graphlint.fixing.ops import SetKeyword
 
 if TYPE_CHECKING:
-    from graphlint.checkers.machinery.binder import FunctionWalker
-    from graphlint.checkers.machinery.module_state import ModuleState
+    from graphlint.checkers.machinery.core.binder import FunctionWalker
+    from graphlint.checkers.machinery.core.module_state import ModuleState
 
 NOT_A_TENSOR = frozenset(
     {T.PY, T.STREAM, T.EVENT, T.GRAPH, T.GENERATOR, T.OPTIMIZER, T.SCALER, T.MODULE, T.GRAPHED, T.INSTANCE, T.FUNCTION}

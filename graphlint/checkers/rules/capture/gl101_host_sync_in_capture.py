@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ast
 
-from graphlint.checkers.machinery import value_kinds as T
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.machinery.host_attributes import read_attribute
-from graphlint.checkers.machinery.model import COMPILE, GRAPH
 from graphlint.checkers.rules.capture.common import arg_on_device, maybe_device_tensor, method_of, receiver_kind, short
 from graphlint.registry import Rule, declare
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from graphlint.checkers.machinery import value_kinds as T
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.model import COMPILE, GRAPH
 from graphlint.checkers.rules.capture.common import method_of, receiver_kind
 from graphlint.registry import Rule, declare
 

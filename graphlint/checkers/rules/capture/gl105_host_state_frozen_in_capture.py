@@ -6,10 +6,10 @@ import ast
 import functools
 from collections import Counter
 
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
+from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.model import COMPILE, GRAPH
-from graphlint.checkers.machinery.names import source_text
 from graphlint.registry import Rule, declare
 
 RULE = declare(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from graphlint.checkers.machinery import warmup
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.registry import Rule, declare
 

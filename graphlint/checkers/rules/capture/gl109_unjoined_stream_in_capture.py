@@ -5,11 +5,11 @@ from __future__ import annotations
 import ast
 import bisect
 
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
+from graphlint.checkers.machinery.core.names import source_text
+from graphlint.checkers.machinery.core.syntax import walk_no_defs
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.model import COMPILE, GRAPH
-from graphlint.checkers.machinery.names import source_text
-from graphlint.checkers.machinery.syntax import walk_no_defs
 from graphlint.registry import Rule, declare
 
 RULE = declare(

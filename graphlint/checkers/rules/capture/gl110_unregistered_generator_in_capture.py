@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ast
 
-from graphlint.checkers.machinery import value_kinds as T
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
+from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.model import COMPILE, GRAPH
-from graphlint.checkers.machinery.names import source_text
 from graphlint.registry import Rule, declare
 
 RULE = declare(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.rules.capture.common import method_of
 from graphlint.registry import Rule, declare

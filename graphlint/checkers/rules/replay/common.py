@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from graphlint.checkers.machinery.binder import FunctionWalker
-from graphlint.checkers.machinery.names import source_text
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.names import source_text
 from graphlint.findings import Fix
-from graphlint.fix_ops import AppendMethodCall
+from graphlint.fixing.ops import AppendMethodCall
 
 
 def clone_fix(w: FunctionWalker, value: ast.AST) -> Fix | None:

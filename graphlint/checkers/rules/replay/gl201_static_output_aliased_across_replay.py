@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import ast
 
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.names import source_text
-from graphlint.checkers.machinery.project import ProjectReporter
-from graphlint.checkers.machinery.replay_flow import KeptOutputRead, OutputStoredInLoop, OutputYieldedInLoop
-from graphlint.checkers.machinery.runner_trace import RunnerOutputKept, RunnerOutputStored
+from graphlint.checkers.machinery.flows.replay.replay_flow import (
+    KeptOutputRead,
+    OutputStoredInLoop,
+    OutputYieldedInLoop,
+)
+from graphlint.checkers.machinery.flows.replay.runner_trace import RunnerOutputKept, RunnerOutputStored
+from graphlint.checkers.machinery.project.phase import ProjectReporter
 from graphlint.checkers.rules.replay.common import clone_fix, clone_fix_at
 from graphlint.registry import Rule, declare
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import ast
 
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.names import source_text
-from graphlint.checkers.machinery.replay_flow import InputRebound
+from graphlint.checkers.machinery.flows.replay.replay_flow import InputRebound
 from graphlint.findings import Fix
-from graphlint.fix_ops import ReplaceAssignWithCopy
+from graphlint.fixing.ops import ReplaceAssignWithCopy
 from graphlint.registry import Rule, declare
 
 RULE = declare(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.names import source_text
-from graphlint.checkers.machinery.replay_flow import StaleReplay
+from graphlint.checkers.machinery.flows.replay.replay_flow import StaleReplay
 from graphlint.registry import Rule, declare
 
 RULE = declare(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.replay_flow import InputReallocated
+from graphlint.checkers.machinery.flows.replay.replay_flow import InputReallocated
 from graphlint.registry import Rule, declare
 
 RULE = declare(

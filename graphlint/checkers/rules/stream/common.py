@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from graphlint.checkers.machinery.binder import FunctionWalker
-from graphlint.checkers.machinery.stream_flow import MAIN
+from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.flows.stream.stream_flow import MAIN
 from graphlint.findings import Fix
-from graphlint.fix_ops import InsertStatementAfter
+from graphlint.fixing.ops import InsertStatementAfter
 
 
 def record_stream_fix(w: FunctionWalker, statement: ast.stmt, name: str, stream: str) -> Fix | None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from graphlint.checkers.machinery.binder import FunctionWalker
+from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.stream_flow import UnsyncedHostRead
+from graphlint.checkers.machinery.flows.stream.stream_flow import UnsyncedHostRead
 from graphlint.registry import Rule, declare
 
 RULE = declare(

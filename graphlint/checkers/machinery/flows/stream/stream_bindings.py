@@ -1,0 +1,261 @@
+"""The stream flow's bindings: what `name = value` makes the name hold, and what it frees.
+
+A mixin of `stream_flow.StreamFlow`: it reads the flow's walker (`w`), tensor state
+(`tensors`), current stream and clock, and calls back `check_free` for the memory a
+rebinding, a `del` or the end of the function really frees (`tensor_state` says which).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core import tensor_values as V
+from graphlint.checkers.machinery.core.syntax import statements
+from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, Storage, TensorState, escape, new_storage
+
+if TYPE_CHECKING:
+    from graphlint.checkers.machinery.core.module_state import Binder
+
+
+class StreamBindings:
+    """Bindings and releases for the stream flow (see the module docstring)."""
+
+    w: Binder
+    tensors: TensorState
+    current: list[str]
+    plain: set[str]
+    untracked: dict[str, tuple[str, int]]  # name -> (stream, position) of a binding not tracked
+    params: set[str]
+    callee: Callable[[ast.Call], Binder | None]  # stream_calls: the same-file function a call runs
+
+    def tick(self) -> int:  # pragma: no cover - the flow's
+        raise NotImplementedError
+
+    def check_free(self, storage: Storage, name: str, stmt: ast.stmt | None, now: int) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def rebound(self, name: str, value: ast.AST | None) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    # -- what a value is -------------------------------------------------------------------
+    def made_by(self, value: ast.AST | None, name: str, now: int) -> Binding | None:
+        """What ``name = value`` makes ``name`` hold (None: nothing this flow tracks)."""
+        if value is None:
+            return None
+        if isinstance(value, ast.NamedExpr):
+            return self.made_by(value.value, name, now)
+        if isinstance(value, (ast.IfExp, ast.BoolOp)):  # `x if c else x[1:]`, `a or b`: either
+            parts = [value.body, value.orelse] if isinstance(value, ast.IfExp) else value.values
+            return _either([self.made_by(part, name, now) for part in parts])
+        if isinstance(value, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+            elements = value.values if isinstance(value, ast.Dict) else value.elts
+            return self._holder(name, elements, now)
+        if isinstance(value, ast.Call) and V.is_holder_call(value, self.w.resolve, self.w.ty(value)):
+            return self._holder(name, [*value.args, *(kw.value for kw in value.keywords)], now)
+        if isinstance(value, ast.Call) and (returned := self._returned_arguments(value)):
+            return _either([self.made_by(argument, name, now) for argument in returned])
+        root = V.view_root(value, self.w.resolve)  # type: ignore[arg-type]
+        if root is not value or isinstance(value, ast.Name):
+            return self._view(root, name, now, part=root is not value, value=value)
+        if isinstance(value, ast.Attribute):
+            return self._external(name, now) if self._is_tensor_value(value) else None
+        if not self._is_tensor_value(value):
+            return None
+        stream = self._allocating_stream(value)  # type: ignore[attr-defined]
+        storage = new_storage(name, stream)
+        if isinstance(value, ast.Call) and not (self.w.resolve(value.func) or "").startswith("torch."):
+            # model(x), helper(x): the result may be `x` itself or keep it, so if it escapes, so does `x`.
+            storage.sources = self._storages_of(V.argument_names(value))
+        empty = V.is_empty_allocation(value, self.w.resolve)  # type: ignore[arg-type]
+        return Binding([storage], [] if empty else [(stream, now)])
+
+    def _view(self, root: ast.expr, name: str, now: int, part: bool, value: ast.AST | None = None) -> Binding | None:
+        """`y = x`, `y = x[1:].view(n, -1)`, a row or a split of `x` (``part``): the memory of
+        ``root``, or memory held elsewhere."""
+        if isinstance(root, ast.Name) and root.id in self.tensors:
+            base = self.tensors[root.id]
+            storages = base.storages
+            if base.holder and part:  # pair[0]: one of what the holder holds
+                storages = [content for storage in storages for content in storage.contents]
+            return Binding(list(storages), list(base.producers)) if storages else None
+        if isinstance(root, (ast.Name, ast.Attribute)):  # a parameter, `self.buf`, a global
+            if not self._is_tensor_value(value or root):
+                return None
+            if part and isinstance(root, ast.Name) and root.id in self.untracked:
+                # `k = k_ag.view(n, -1)`: a view writes nothing; its data is what the binding
+                # of `k_ag` (a parameter, a call's result) held, made then and there.
+                stream, made = self.untracked[root.id]
+                return Binding([new_storage(name, stream, owned=False)], [(stream, made)])
+            return self._external(name, now)
+        return self.made_by(root, name, now)  # a view of a temporary: `torch.randn(n).view(...)`
+
+    def _external(self, name: str, now: int) -> Binding:
+        """A tensor whose memory someone else holds: releasing the name frees nothing."""
+        stream = self.current[-1]
+        return Binding([new_storage(name, stream, owned=False)], [(stream, now)])
+
+    def _holder(self, name: str, elements: list[ast.expr | None], now: int) -> Binding | None:
+        contents: list[Storage] = []
+        for element in elements:
+            if isinstance(element, ast.Starred):
+                element = element.value
+            made = self.made_by(element, name, now) if element is not None else None
+            if made is not None:
+                contents.extend(made.storages)
+        if not contents:
+            return None
+        holder = new_storage(name, self.current[-1], holder=True)
+        holder.contents = contents
+        return Binding([holder], [])
+
+    def _storages_of(self, names: list[str]) -> list[Storage]:
+        return [storage for name in names if name in self.tensors for storage in self.tensors[name].storages]
+
+    def _is_tensor_value(self, value: ast.AST) -> bool:
+        """Device tensors computed here; host data and values of unknown origin are not tracked."""
+        if isinstance(value, ast.Name) and value.id in self.tensors:
+            return not self.tensors[value.id].holder
+        ty = self.w.ty(value)
+        if ty is not None:
+            return ty.kind in (T.TENSOR, T.MASK)
+        if isinstance(value, ast.BinOp):
+            return self._is_tensor_value(value.left) or self._is_tensor_value(value.right)
+        if isinstance(value, ast.Call):  # model(x): a call on device tensors gives a device tensor
+            name = self.w.resolve(value.func)
+            if name is not None and (name.startswith("torch.") or "." not in name):
+                return False  # torch's own non-tensor results (work handles, events), builtins
+            if self._returns_host(value):
+                return False
+            return any(self._is_tensor_value(arg) for arg in value.args)
+        return False
+
+    def _method(self, call: ast.Call) -> Binder | None:
+        """The walker of `self.method(...)` when the method is defined in this class."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+            return None
+        summary = self.w.st.summary.classes.get(self.w.class_qualname or "")
+        qualname = summary.methods.get(func.attr) if summary is not None else None
+        walker = next((w for w in self.w.st.walkers if w.qualname == qualname), None)
+        if walker is None or not isinstance(walker.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        return walker
+
+    def _returns_host(self, call: ast.Call) -> bool:
+        """`self._gather(...)`, `stage_pinned(ids)`: a method of this class or a function of this
+        file whose every return is host memory (a pinned staging buffer)."""
+        walker = self._method(call) or self.callee(call)
+        values = [stmt.value for stmt in _returns(walker.node.body)] if walker is not None else []  # type: ignore[attr-defined]
+        kinds = [walker.ty(value) for value in values if value is not None] if walker is not None else []
+        return bool(values) and len(kinds) == len(values) and all(k is not None and k.kind == T.HOST for k in kinds)
+
+    def _returned_arguments(self, call: ast.Call) -> list[ast.expr]:
+        """`self._input(x, route)` whose every return is (a view of) a parameter: the arguments
+        passed for those parameters (`return x[1:]` / `return x`: a view of the caller's `x`)."""
+        walker = self._method(call)
+        if walker is None:
+            return []
+        node = walker.node
+        params = [arg.arg for arg in [*node.args.posonlyargs, *node.args.args]]  # type: ignore[attr-defined]
+        if params[:1] in (["self"], ["cls"]):
+            params = params[1:]
+        passed = {param: arg for param, arg in zip(params, call.args, strict=False)}
+        passed.update({kw.arg: kw.value for kw in call.keywords if kw.arg is not None})
+        found: list[ast.expr] = []
+        for stmt in _returns(node.body):  # type: ignore[attr-defined]
+            root = V.view_root(stmt.value, walker.resolve) if stmt.value is not None else None
+            if not isinstance(root, ast.Name) or root.id not in passed:
+                return []
+            found.append(passed[root.id])
+        return found
+
+    # -- binding -------------------------------------------------------------------------
+    def rebind(self, name: str, binding: Binding | None, stmt: ast.stmt, now: int) -> None:
+        """``name`` now holds ``binding``; the memory it held before may be freed."""
+        old = self.tensors.pop(name, None)
+        if binding is None:
+            self.untracked[name] = (self.current[-1], now)
+        else:
+            self.untracked.pop(name, None)
+        if binding is not None:
+            binding.local = name not in self.w.globals
+            for storage in binding.storages:
+                storage.names.add(name)
+            self.tensors[name] = binding
+        if old is not None and name not in self.params:
+            for storage in self.tensors.freed(old):
+                self.check_free(storage, name, stmt, now)
+
+    def unpack(self, target: ast.Tuple | ast.List, value: ast.AST | None, stmt: ast.stmt) -> None:
+        """`a, b = ...`: each name gets its own part, all computed before any is bound."""
+        now = self.tick()
+        parts = self._parts(target, value, now)
+        for element, made in zip(target.elts, parts, strict=True):
+            if isinstance(element, ast.Starred):
+                element, made = element.value, None
+            if isinstance(element, ast.Name):
+                plain = element.id in self.plain and made is None
+                self.rebind(element.id, made, stmt, now)
+                self.rebound(element.id, None)
+                if plain:
+                    self.plain.add(element.id)  # `out, layout = f(x, layout)`: still a string
+            elif isinstance(element, (ast.Tuple, ast.List)):
+                self.unpack(element, None, stmt)
+
+    def _parts(self, target: ast.Tuple | ast.List, value: ast.AST | None, now: int) -> list[Binding | None]:
+        names = [element.id if isinstance(element, ast.Name) else "_" for element in target.elts]
+        starred = any(isinstance(element, ast.Starred) for element in target.elts)
+        if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(names) and not starred:
+            return [self.made_by(part, name, now) for part, name in zip(value.elts, names, strict=True)]
+        base = V.splits(value, self.w.resolve) if isinstance(value, ast.expr) else None  # type: ignore[arg-type]
+        if isinstance(value, ast.Name) and value.id in self.tensors:
+            base = value  # rows of a tensor, or the contents of a holder
+        if base is not None:
+            return [self._view(base, name, now, part=True) for name in names]
+        if not isinstance(value, ast.Call) or not self._is_tensor_value(value):
+            return [None] * len(names)
+        # `q, k = self.rotary(pos, q, k)`: new tensors, except names that held Python values and
+        # come back (`out, layout = f(x, layout)`: a string stays a string).
+        passed = set(V.argument_names(value))
+        return [None if name in passed and name in self.plain else self._fresh(value, name, now) for name in names]
+
+    def _fresh(self, value: ast.Call, name: str, now: int) -> Binding:
+        stream = self.current[-1]
+        storage = new_storage(name, stream)
+        if not (self.w.resolve(value.func) or "").startswith("torch."):
+            storage.sources = self._storages_of(V.argument_names(value))
+        return Binding([storage], [(stream, now)])
+
+    def loop_binding(self, target: ast.expr, iterable: ast.expr, now: int) -> Binding | None:
+        """`for t in (x, y)`: t may be either; `for row in x`: a view of x."""
+        if not isinstance(target, ast.Name):
+            return None
+        if isinstance(iterable, (ast.Tuple, ast.List)):
+            return _either([self.made_by(element, target.id, now) for element in iterable.elts])
+        if isinstance(iterable, ast.Name) and iterable.id in self.tensors:
+            return self._view(iterable, target.id, now, part=True)
+        return None
+
+    def escape(self, value: ast.AST) -> None:
+        """`return x`, `self.a = x`, `queue.append(x)`: x (and what made it) lives on."""
+        for node in ast.walk(value):
+            if isinstance(node, ast.Name) and node.id in self.tensors:
+                escape(self.tensors[node.id].storages)
+
+
+def _either(bindings: list[Binding | None]) -> Binding | None:
+    found = [binding for binding in bindings if binding is not None]
+    if not found:
+        return None
+    storages: list[Storage] = []
+    for binding in found:
+        storages.extend(s for s in binding.storages if all(s.ident != t.ident for t in storages))
+    producers = list(dict.fromkeys(p for binding in found for p in binding.producers))
+    return Binding(storages, producers)
+
+
+def _returns(body: list[ast.stmt]) -> list[ast.Return]:
+    return [stmt for stmt in statements(body) if isinstance(stmt, ast.Return)]

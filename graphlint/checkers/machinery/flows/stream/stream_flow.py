@@ -1,0 +1,1024 @@
+"""The stream flow: which stream uses which tensor, and what orders them, in statement order.
+
+The caching allocator keeps one pool per stream, so a tensor released on one stream while
+another still uses it is handed to the next allocation: a race that shows up as NaNs or
+wrong losses days later. This flow, a state on the flow skeleton, follows each function
+that uses streams (loops run twice: rebinding `x = layer(x)` at the top of iteration k+1
+releases the `x` a side stream used in iteration k) with a model of the current stream
+(`with torch.cuda.stream(s)`, StreamContext, `get_accelerator().stream(s)`) and of the
+ordering operations: `a.wait_stream(b)`, `a.wait_event(e)`, `e.record()`/`e.record(s)`/
+`s.record_event()`, `e.wait()`, `e.synchronize()`, `s.synchronize()`,
+`torch.cuda.synchronize()` and `x.record_stream(s)`. It raises typed events for the rules:
+`ReleasedInUse`, `HandedWithoutRecord`, `CrossStreamUse`, `UnsyncedHostRead`.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core import tensor_values as V
+from graphlint.checkers.machinery.core.flow import FlowState, walk
+from graphlint.checkers.machinery.core.names import evaluation_order, source_text
+from graphlint.checkers.machinery.flows.stream.stream_bindings import StreamBindings
+from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls, is_host_copy
+from graphlint.checkers.machinery.flows.stream.stream_identity import (
+    MAIN,
+    UNKNOWN,
+    StreamNames,
+    counter_test,
+    int_value,
+)
+from graphlint.checkers.machinery.flows.stream.stream_releases import Deferred, DeferredReleases
+from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, Storage, TensorState, Use, closure
+
+if TYPE_CHECKING:
+    from graphlint.checkers.machinery.core.module_state import Binder, ModuleState
+
+
+@dataclass(frozen=True)
+class ReleasedInUse:
+    """``name`` is released (``node``; its last side-stream use at ``use``) while unordered."""
+
+    kind: ClassVar[str] = "release"
+    node: ast.AST
+    name: str
+    use_node: ast.AST
+    use_statement: ast.stmt
+    use_stream: str
+    alloc_stream: str
+    scope_end: bool
+    function: str
+
+
+@dataclass(frozen=True)
+class HandedWithoutRecord:
+    """`inp = self.next_input` (made on ``side`` by another method) used on the current stream."""
+
+    kind: ClassVar[str] = "release"
+    node: ast.stmt
+    name: str
+    side: str
+
+
+@dataclass(frozen=True)
+class CrossStreamUse:
+    kind: ClassVar[str] = "cross"
+    node: ast.AST
+    name: str
+    producer: str
+    stream: str
+
+
+@dataclass(frozen=True)
+class UnsyncedHostRead:
+    kind: ClassVar[str] = "host-read"
+    node: ast.AST
+    name: str
+    copy: ast.AST
+
+
+EVENTS = (ReleasedInUse, HandedWithoutRecord, CrossStreamUse, UnsyncedHostRead)
+
+
+def show_stream(stream: str) -> str:
+    """A stream as messages name it."""
+    return "the current stream" if stream == MAIN else stream
+
+
+_IN_PLACE_SUFFIX = "_"
+
+
+class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
+    """The stream flow over one function (a flow-skeleton state); ``quiet``: summarising the
+    function for its callers (`stream_calls`), facts and no findings."""
+
+    def __init__(self, walker: Binder, quiet: bool = False) -> None:
+        self.w = walker
+        self.quiet = quiet
+        self.position = 0
+        self.current = [MAIN]
+        self.pushed: list[int] = []  # streams entered per open `with`
+        self.tensors = TensorState()  # name -> what device memory it holds (tensor_state)
+        self.plain: set[str] = set()  # names bound to Python values built here (strings)
+        # Names bound to values not tracked as tensors -> (stream, position) of that binding.
+        self.untracked: dict[str, tuple[str, int]] = {param: (MAIN, 0) for param in walker.summary.params}
+        self.dead = False  # after `return`/`raise`: this path is over
+        self.off_device = False  # in a branch for a device other than CUDA
+        self.waits: list[tuple[str, str, int, int]] = []  # (waiter, waited-for, cutoff, at)
+        self.host_syncs: list[tuple[str | None, int, int]] = []  # (stream or None=all, cutoff, at)
+        self.events: dict[str, tuple[str, int]] = {}  # event -> (stream, cutoff)
+        self.recorded: set[tuple[str, str]] = set()  # (tensor, stream) from record_stream
+        self.pending_host: dict[str, tuple[ast.AST, int, str]] = {}  # host buffer -> (copy, position, stream)
+        self.reported: set[tuple[str, int, int]] = set()
+        self.crossed: set[tuple[str, str, int, str]] = set()  # (name, producer, produced at, consumer) reported
+        self.statement: ast.stmt | None = None
+        self.handed: list[tuple[str, str, ast.stmt]] = []  # (name, side stream, binding statement)
+        self.params = set(walker.summary.params) | {"self", "cls"}
+        self.names = StreamNames(walker)
+        self.waited_events = _waited_events(walker.body)
+        self.host_floor: dict[str, int] = {}  # host buffer -> syncs up to here ran on another path only
+        self.passes: dict[int, int] = {}  # loop statement -> passes begun (counter values)
+        self.init_releases()
+        self.init_calls()
+
+    # -- ordering model --------------------------------------------------------------------
+    def tick(self) -> int:
+        self.position += 1
+        return self.position
+
+    def stream_of(self, node: ast.AST | None) -> str:
+        """The stream an expression denotes (`stream_identity`); no expression: the current one."""
+        if node is None:
+            return self.current[-1]
+        return self.names.denote(node, self.current[-1])
+
+    def ordered(self, producer: str, cutoff: int, consumer: str, now: int) -> bool:
+        """Is work submitted to ``producer`` before ``cutoff`` ordered before ``consumer`` at ``now``?"""
+        if producer == consumer:
+            return True
+        for stream, sync_cutoff, at in self.host_syncs:
+            if at <= now and (stream is None or stream == producer) and sync_cutoff >= cutoff:
+                return True
+        frontier = {producer: cutoff}
+        changed = True
+        while changed:  # transitive: a waits for b waits for c
+            changed = False
+            for waiter, waited, wait_cutoff, at in self.waits:
+                if at > now or waited not in frontier or wait_cutoff < frontier[waited]:
+                    continue
+                if waiter == consumer:
+                    return True
+                if frontier.get(waiter, -1) < at:
+                    frontier[waiter] = at
+                    changed = True
+        return False
+
+    def emit(self, event: object) -> None:
+        if self.dead:
+            return
+        if self.quiet:  # summarising: a parameter read on the host before a sync is an effect
+            if isinstance(event, UnsyncedHostRead) and event.copy is self.w.node:
+                self.host_reads.add(event.name)
+            return
+        node = event.node  # type: ignore[attr-defined]
+        key = (event.kind, node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        if key not in self.reported:
+            self.reported.add(key)
+            self.w.emit(event)
+
+    # -- the walk ------------------------------------------------------------------------
+    def finish(self) -> None:
+        """At the end of the function: hand-offs never recorded, locals released by scope end."""
+        ended, self.dead = self.dead, False
+        for name, side, stmt in self.handed:
+            if not any(tensor == name and stream != side for tensor, stream in self.recorded):
+                self.emit(HandedWithoutRecord(stmt, name, side))
+        if not ended:  # else every path returned (or raised), and scope_end ran there
+            self.scope_end()
+
+    def scope_end(self) -> None:
+        """The function returns: its locals are released, unless held elsewhere."""
+        end = self.tick()
+        if not self.w.is_module:  # module globals live on
+            for storage in sorted(self.tensors.freed_at_scope_end(), key=lambda storage: storage.name):
+                self.check_free(storage, storage.name, None, end)
+        self.settle(None, end)
+        self.note_exit(end)
+
+    def before(self, stmt: ast.stmt) -> None:
+        self.statement = stmt
+
+    def header(self, expr: ast.expr, stmt: ast.stmt) -> None:
+        if self.dead:
+            return
+        self.expr(expr)
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            stream = self._stream_context(expr)
+            if stream is not None:
+                self.enter_stream(stream)
+                self.current.append(stream)
+                self.pushed.append(id(stmt))
+
+    def exit_with(self, stmt: ast.With | ast.AsyncWith) -> None:
+        while self.pushed and self.pushed[-1] == id(stmt):
+            self.pushed.pop()
+            self.current.pop()
+
+    def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
+        if self.dead:
+            return
+        counted = self._counter_pass(stmt)
+        if isinstance(stmt.target, ast.Name):
+            now = self.tick()
+            self.rebind(stmt.target.id, self.loop_binding(stmt.target, stmt.iter, now), stmt, now)
+            self.rebound(stmt.target.id, None)
+        else:
+            self.bind(stmt.target, None, stmt)
+        self.names.bind_element(stmt.target, stmt.iter)
+        if counted is not None and isinstance(stmt.target, ast.Name):
+            self.names.counters[stmt.target.id] = counted
+
+    def _counter_pass(self, stmt: ast.For | ast.AsyncFor) -> int | None:
+        """`for i in range(...)` with a constant start: the value of `i` on this pass (the
+        flow's two passes are iterations 0 and 1 of the range: both run when it has two)."""
+        done = self.passes.get(id(stmt), 0)
+        self.passes[id(stmt)] = done + 1
+        start = _range_start(self.w, stmt.iter)
+        return None if start is None else start + done
+
+    # -- alternatives: each starts from the state before them; after, what either left --------
+    _FORKED = (
+        "tensors",
+        "plain",
+        "untracked",
+        "dead",
+        "off_device",
+        "waits",
+        "host_syncs",
+        "events",
+        "recorded",
+        "pending_host",
+        "host_floor",
+    )
+
+    def _snapshot(self) -> dict:
+        return {
+            name: value.copy() if hasattr(value, "copy") else value
+            for name in self._FORKED
+            for value in (getattr(self, name),)
+        }
+
+    def fork(self, stmt: ast.stmt) -> tuple[dict, list[dict], tuple, list[tuple], set[int]]:
+        if isinstance(stmt, _TRIES):
+            self.dead = False  # a handler runs after a raise anywhere in the body, even before its return
+        return self._snapshot(), [], self.names.snapshot(), [], self.deferred_before()
+
+    def branch(self, stmt: ast.stmt, index: int, start: tuple[dict, list[dict], tuple, list[tuple], set[int]]) -> None:
+        if index:  # each alternative starts from what held before them, not from its sibling
+            self.close_branch(start[4])
+            start[1].append({name: getattr(self, name) for name in self._FORKED})
+            for name, value in start[0].items():
+                setattr(self, name, value.copy() if hasattr(value, "copy") else value)
+            start[3].append(self.names.snapshot())
+            self.names.restore(start[2])
+        if isinstance(stmt, ast.If):
+            decided = counter_test(stmt.test, self.names.counters)
+            if decided is not None and decided != (index == 0):
+                self.dead = True  # `if i > 0:` on the pass where `i` is 0: this path does not run
+            narrowed = _none_in_branch(stmt.test, index)
+            if narrowed is not None:
+                self.tensors.pop(narrowed, None)  # `if x is None:` x holds no tensor on this path
+            if self.w.non_cuda_branch(stmt.test, index):
+                self.off_device = True  # `if x.device.type == "cpu":` runs no CUDA work
+            if _cuda_guard(self.w, stmt.test) == (index == 1):
+                self.pending_host = {}  # the branch where CUDA is not in use: no copy is in flight
+
+    def join(self, stmt: ast.stmt, start: tuple[dict, list[dict], tuple, list[tuple], set[int]]) -> None:
+        self.close_branch(start[4])
+        self.names.merge(start[3])
+        ends = [*start[1], {name: getattr(self, name) for name in self._FORKED}]
+        live = [end for end in ends if not end["dead"]] or ends[-1:]
+        self.tensors = TensorState.join([end["tensors"] for end in live], [set(end["untracked"]) for end in live])
+        self.untracked = {name: bound for end in live for name, bound in end["untracked"].items()}
+        self.dead = all(end["dead"] for end in live)
+        self.plain = set().union(*(end["plain"] for end in live))
+        self.waits = _union_lists(end["waits"] for end in live)
+        self.host_syncs = _union_lists(end["host_syncs"] for end in live)
+        self.recorded = set().union(*(end["recorded"] for end in live))
+        self.off_device = start[0]["off_device"]
+        self.events, self.pending_host, self.host_floor = {}, {}, {}
+        for end in live:
+            self.events.update(end["events"])
+            self.pending_host.update(end["pending_host"])
+            self.host_floor.update(end["host_floor"])
+        now = self.tick()
+        for name, (_, copied_at, stream) in self.pending_host.items():
+            if any(name in end["pending_host"] and not _synced_in(end, name, stream, copied_at) for end in live):
+                self.host_floor[name] = now  # a path reaches here unsynchronised: other paths' syncs do not count
+
+    def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        self.passes[id(stmt)] = 0
+        self.loop_entered(stmt.body)
+
+    def begin_block(self, body: list[ast.stmt]) -> None:
+        self.pass_began(body)
+
+    def exit_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        if isinstance(stmt, (ast.For, ast.AsyncFor)) and isinstance(stmt.target, ast.Name):
+            self.names.counters.pop(stmt.target.id, None)  # the last value: not known
+        self.loop_left()
+        self.dead = False  # the loop may run no pass at all
+
+    def simple(self, stmt: ast.stmt) -> None:
+        if self.dead:
+            return  # unreachable: after a `return` or `raise` on this path
+        if isinstance(stmt, ast.Delete):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    self.release(target.id, stmt, self.tick())
+        elif isinstance(stmt, ast.Assign):
+            self.expr(stmt.value, stored=True)
+            for target in stmt.targets:
+                self.bind(target, stmt.value, stmt)
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
+            self.expr(stmt.value, stored=isinstance(stmt, ast.AnnAssign))
+            if isinstance(stmt, ast.AugAssign):
+                self.use_target(stmt.target, write=True)
+            else:
+                self.bind(stmt.target, stmt.value, stmt)
+        elif isinstance(stmt, ast.Return):
+            if stmt.value is not None:
+                self.expr(stmt.value, stored=True)
+                self.escape(stmt.value)
+                if self.quiet:
+                    self.note_return(stmt.value)
+            self.scope_end()
+            self.dead = True
+        elif isinstance(stmt, ast.Expr):
+            self.expr(stmt.value)
+            if isinstance(stmt.value, (ast.Yield, ast.YieldFrom)):
+                self.escape(stmt.value)
+        else:
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self.expr(child)
+            if isinstance(stmt, ast.Raise):
+                self.dead = True
+
+    def _stream_context(self, context: ast.AST) -> str | None:
+        if not isinstance(context, ast.Call) or (not context.args and not context.keywords):
+            return None
+        if not self.w.is_stream_context(context):
+            return None
+        argument = context.args[0] if context.args else T.keyword(context, "stream")
+        if argument is None or (isinstance(argument, ast.Constant) and argument.value is None):
+            return None
+        return self.stream_of(argument)
+
+    # -- bindings ------------------------------------------------------------------------
+    def bind(self, target: ast.AST, value: ast.AST | None, stmt: ast.stmt) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            self.unpack(target, value, stmt)
+            return
+        self.names.bind(target, value, self.current[-1])
+        if isinstance(target, ast.Name):
+            name = target.id
+            now = self.tick()
+            side = self._side_allocated_attribute(value)
+            made = None
+            if side is not None and self.current[-1] == MAIN:
+                # `inp = self.next_input`, made on a side stream by another method: from here on
+                # the current stream uses it, so the allocator must be told (record_stream).
+                self.handed.append((name, side, stmt))
+            else:
+                made = self.returned_binding(value, name) or self.made_by(value, name, now)
+            self.rebind(name, made, stmt, now)
+            self.rebound(name, value)
+            return
+        # self.attr = x / container[k] = x: x now lives beyond this function.
+        if value is not None:
+            self.escape(value)
+        self.use_target(target, write=True)
+
+    def rebound(self, name: str, value: ast.AST | None) -> None:
+        """What else ``name = value`` says: a string, a view of a host buffer, a host copy."""
+        if value is not None and (V.is_str_expr(value) or _is_plain(self.w.ty(value))):
+            self.plain.add(name)
+        else:
+            self.plain.discard(name)
+        viewed = self._pending_view(value)
+        self.pending_host.pop(name, None)  # the name now holds something else
+        if viewed is not None:
+            self.pending_host[name] = viewed  # `arr = host.numpy()`: the same host memory
+        if value is not None:
+            self._note_host_copy(name, value)
+
+    def _allocating_stream(self, value: ast.AST) -> str:
+        """The stream a new tensor is made on: the current one, unless the call is handed
+        another stream (`f(x, out_alloc_stream=consumer)`), which it may allocate or run on."""
+        current = self.current[-1]
+        if isinstance(value, ast.Call):
+            for argument in [*value.args, *(keyword.value for keyword in value.keywords)]:
+                if self.names.is_stream(argument) and self.stream_of(argument) != current:
+                    return UNKNOWN
+        return current
+
+    def _side_allocated_attribute(self, value: ast.AST | None) -> str | None:
+        """The side stream that made `self.attr`, when another method assigns it under one."""
+        if not (
+            isinstance(value, ast.Attribute)
+            and isinstance(value.value, ast.Name)
+            and value.value.id == "self"
+            and self.w.class_qualname
+        ):
+            return None
+        return _side_stream_attributes(self.w).get(value.attr)
+
+    def _pending_view(self, value: ast.AST | None) -> tuple[ast.AST, int, str] | None:
+        if not isinstance(value, ast.expr):
+            return None
+        root = V.view_root(value, self.w.resolve)
+        if root is value or not isinstance(root, ast.Name):
+            return None
+        return self.pending_host.get(root.id)
+
+    def release(self, name: str, stmt: ast.stmt, now: int) -> None:
+        """`del name`: the memory nothing else holds is freed."""
+        self.rebind(name, None, stmt, now)
+
+    def check_free(self, storage: Storage, name: str, stmt: ast.stmt | None, now: int) -> None:
+        """``storage`` is freed at ``now`` (``stmt``; None: the end of the function): is a
+        side-stream use of it still unordered with its allocation stream?"""
+        if storage.alloc_stream == UNKNOWN:
+            return  # allocated on a stream this cannot name: nothing to compare the uses with
+        uses = [
+            use
+            for use in storage.uses
+            if use.stream not in (storage.alloc_stream, UNKNOWN)
+            and not any((held, use.stream) in self.recorded for held in storage.names)
+            and not self.ordered(use.stream, use.position, storage.alloc_stream, now)
+        ]
+        if uses:  # the block is reused by the next allocation on its stream: judged then
+            self.defer(storage, name, stmt, uses)
+
+    def report_release(self, release: Deferred, use: Use) -> None:
+        name = release.name
+        if release.node is None:
+            name = use.node.id if isinstance(use.node, ast.Name) else release.storage.name
+        event = ReleasedInUse(
+            use.node if release.node is None else release.node,
+            name,
+            use.node,
+            use.statement,
+            use.stream,
+            release.storage.alloc_stream,
+            release.node is None,
+            self.w.display,
+        )
+        self.emit(event)
+
+    # -- uses ----------------------------------------------------------------------------
+    def use_target(self, target: ast.AST, write: bool) -> None:
+        root = target
+        while isinstance(root, (ast.Subscript, ast.Attribute)):
+            root = root.value
+        if isinstance(root, ast.Name):
+            self.use(root.id, root, write=write)
+        for node in ast.walk(target):
+            if node is not root and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.use(node.id, node, write=False)
+
+    def use(self, name: str, node: ast.AST, write: bool = False, host_read: bool = False) -> None:
+        if self.off_device:
+            return
+        now = self.tick()
+        stream = self.current[-1]
+        if name in self.pending_host and host_read:
+            copy, copied_at, copy_stream = self.pending_host.pop(name)
+            if not self._host_synced(copy_stream, copied_at, now, self.host_floor.get(name, 0)):
+                self.emit(UnsyncedHostRead(node, name, copy))
+        binding = self.tensors.get(name)
+        if binding is None:
+            return
+        crossing = self._crossing(binding, stream, now)
+        if crossing is not None:
+            producer, produced_at = crossing
+            if (name, producer, produced_at, stream) not in self.crossed:  # not again in a sibling branch
+                self.crossed.add((name, producer, produced_at, stream))
+                self.emit(CrossStreamUse(node, name, producer, stream))
+            binding.produced = (stream, now)  # one report per crossing
+        if self.statement is not None:  # a use of a view is a use of its base; of a holder, of what it holds
+            for storage in self._this_pass(binding.storages):
+                if stream != storage.alloc_stream and not storage.holder:
+                    storage.uses.append(Use(stream, now, self.statement, node))
+        if write:
+            binding.produced = (stream, now)
+
+    def _crossing(self, binding: Binding, stream: str, now: int) -> tuple[str, int] | None:
+        """The write on another stream, unordered with this use on ``stream``, or None.
+
+        Two kinds of joined paths are no evidence: one where the name holds a value the flow
+        does not track (`if fmt == "a": x = quantize(q)` / `else: x = layout`, a string), and,
+        when this loop pass wrote the name on some path, one that kept an earlier pass's
+        value (`if fmt == "a": q_ = ...` / `elif fmt == "b": q_ = ...` with no `else`: the
+        formats are exhaustive in fact, and the earlier pass ran on another stream)."""
+        if binding.partial:
+            return None
+        for producer, produced_at in self._this_pass_producers(binding.producers):
+            if producer != stream and UNKNOWN not in (producer, stream):
+                if not self.ordered(producer, produced_at, stream, now):
+                    return producer, produced_at
+        return None
+
+    def _this_pass_producers(self, producers: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """``producers`` less those of an earlier loop pass, when this pass wrote too."""
+        current = [p for p in producers if not any(loop.earlier_pass(p[1]) for loop in self.loops)]
+        return current or producers
+
+    def _this_pass(self, storages: list[Storage]) -> list[Storage]:
+        """The memory a use touches (views' bases, holders' contents), less what an earlier
+        loop pass made, when this pass made some of it too (the same missing `else`)."""
+        touched = list(closure(storages))
+        current = [s for s in touched if not any(loop.earlier_pass_storage(s.ident) for loop in self.loops)]
+        return current or touched
+
+    def _host_synced(self, stream: str, cutoff: int, now: int, floor: int = 0) -> bool:
+        """Has the host waited for ``stream``'s work up to ``cutoff`` (a sync, a blocking copy)?
+        Syncs before ``floor`` ran on another path than one that reaches here."""
+        return any(
+            floor < at <= now and (synced is None or synced == stream) and synced_cutoff >= cutoff
+            for synced, synced_cutoff, at in self.host_syncs
+        )
+
+    def expr(self, expr: ast.AST, stored: bool = False) -> None:
+        """Evaluate ``expr``; ``stored``: its value is bound, returned or yielded as it is."""
+        parents = {child: parent for parent in ast.walk(expr) for child in ast.iter_child_nodes(parent)}
+        passed = self.passed_to_callees(expr)
+        for node in evaluation_order(expr):
+            if isinstance(node, ast.Call):
+                self.call(node)
+            elif isinstance(node, ast.BinOp):
+                self.work(self.tick())  # `x * 2` allocates its result on the current stream
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                if self._kept(node, parents, stored) or _metadata_only(node, parents):
+                    continue  # `pair = (x, y)`, `Chunk(x)`, `x is None`, `x.shape`: no kernel touches it
+                host_read = passed[id(node)] if id(node) in passed else self._is_host_read(node, parents)
+                self.use(node.id, node, host_read=host_read)
+
+    def work(self, now: int) -> None:
+        """Work queued on the current stream: it may allocate, reusing a block freed there."""
+        stream = self.current[-1]
+        self.settle(stream, now)
+        self.last_work[stream] = now
+        self.worked(stream, now)
+
+    def _kept(self, node: ast.AST, parents: dict[ast.AST, ast.AST], stored: bool) -> bool:
+        """Is this name only stored (in a display, a constructor, a container, a binding)?"""
+        child = node
+        while True:
+            parent = parents.get(child)
+            if parent is None:
+                return stored
+            if isinstance(parent, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred, ast.keyword)) or (
+                isinstance(parent, ast.IfExp) and child is not parent.test
+            ):
+                child = parent
+                continue
+            if isinstance(parent, (ast.Yield, ast.YieldFrom)):
+                return True
+            return isinstance(parent, ast.Call) and child is not parent.func and self._keeps(parent)
+
+    def _keeps(self, call: ast.Call) -> bool:
+        """A call that stores its arguments: a constructor, a partial, `list.append`."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in _STORING_METHODS | _KEEPING_METHODS:
+            return True
+        return V.is_holder_call(call, self.w.resolve, self.w.ty(call))
+
+    def _is_host_read(self, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+        """Does this use of a host buffer read its contents on the host (GL303)?
+
+        Storing it (in a tuple, a container, an attribute, an object), returning it, binding
+        another name to it, taking a view of it (`host[:n]`, `.narrow()`, `.numpy()`) or
+        handing it to a function of the project does not (the callee's reads are its own);
+        calling a reading method on it, formatting it or passing it to torch, numpy or a
+        builtin that reads it does.
+        """
+        child, parent = node, parents.get(node)
+        while True:  # climb the views: the read is what is done with the view
+            if (isinstance(parent, ast.Subscript) and child is parent.value) or (
+                isinstance(parent, ast.Attribute) and parent.attr in V.VIEW_ATTRS
+            ):
+                child, parent = parent, parents.get(parent)
+            elif isinstance(parent, ast.Attribute) and V.returns_receiver(parent.attr):
+                call = parents.get(parent)
+                if not (isinstance(call, ast.Call) and call.func is parent) or V.is_in_place(parent.attr):
+                    break
+                child, parent = call, parents.get(call)
+            else:
+                break
+        if isinstance(parent, ast.keyword):
+            child, parent = parent, parents.get(parent)
+        if parent is None or isinstance(parent, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred, ast.Yield)):
+            return False
+        if isinstance(parent, ast.Attribute):
+            return parent.attr not in _NOT_READING_ATTRS and parent.attr not in T.PY_ATTRS
+        if isinstance(parent, ast.Call) and child is not parent.func:
+            return self._reads_arguments(parent)
+        return True
+
+    def _reads_arguments(self, call: ast.Call) -> bool:
+        """Does this call read the host memory it is given (torch, numpy, builtins)?"""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in _STORING_METHODS | _KEEPING_METHODS | {"record_stream"}:
+            return False
+        name = self.w.resolve(func)
+        if name is None:  # a method: a tensor's reads its arguments, another object's is its own business
+            receiver = self.w.ty(func.value) if isinstance(func, ast.Attribute) else None
+            return (
+                receiver is not None
+                and receiver.tensorish
+                and not (isinstance(func, ast.Attribute) and func.attr == "copy_")
+            )
+        if name in V.ROW_ITERATORS or name in _NOT_READING_BUILTINS:
+            return False
+        return "." not in name or name.startswith(("torch.", "numpy."))
+
+    def call(self, call: ast.Call) -> None:
+        func = call.func
+        name = self.w.resolve(func)
+        now = self.tick()
+        if not _queues_no_work(func, name):
+            self.work(now)
+        if name in _DEVICE_SYNCS:
+            self.host_syncs.append((None, now, now))
+            self.pending_host.clear()
+            return
+        if name in _CURRENT_STREAM_SYNCS:  # a barrier, a comparison read on the host
+            self.host_syncs.append((self.current[-1], now, now))
+            return
+        self.callee_effects(call, now)
+        if name is not None and name.split(".")[-1] in _COLLECTIVES_WRITING_FIRST_ARG and call.args:
+            # dist.all_reduce(t), dist.all_gather_into_tensor(out, x): the collective writes its
+            # first tensor on the current stream.
+            first = call.args[0]
+            if isinstance(first, ast.Name) and first.id in self.tensors:
+                self.tensors[first.id].produced = (self.current[-1], now)
+            return
+        if isinstance(func, ast.Attribute):
+            self._method_call(call, func.attr, func.value, now)
+
+    def _method_call(self, call: ast.Call, method: str, receiver: ast.expr, now: int) -> None:
+        blocking = not T.is_true(T.keyword(call, "non_blocking"))
+        if method in _HOST_SYNCING_METHODS or (
+            blocking and (method == "cpu" or (method == "to" and T.call_targets_host(call)))
+        ):
+            # `.item()`, a blocking copy to the host: the host waits for everything queued on
+            # the current stream, earlier non-blocking copies included.
+            self.host_syncs.append((self.current[-1], now, now))
+        if method in _STORING_METHODS or method in _KEEPING_METHODS:
+            for arg in [*call.args, *(kw.value for kw in call.keywords)]:
+                self.escape(arg)  # queued or stored: it outlives this function
+        if method in ("wait_stream", "wait_event", "record", "record_event", "wait", "synchronize"):
+            self._ordering_call(call, method, receiver, now)
+        elif method == "record_stream" and call.args:
+            root = V.view_root(receiver, self.w.resolve)  # a view records its base's storage
+            if isinstance(root, ast.Name):
+                self.recorded.add((root.id, self.stream_of(call.args[0])))
+        elif method == "copy_" and T.is_true(T.keyword(call, "non_blocking")) and isinstance(receiver, ast.Name):
+            receiver_ty = self.w.ty(receiver)
+            if receiver_ty is not None and receiver_ty.kind == T.HOST:
+                self.pending_host[receiver.id] = (call, now, self.current[-1])
+        elif method.endswith(_IN_PLACE_SUFFIX) and isinstance(receiver, ast.Name) and receiver.id in self.tensors:
+            self.tensors[receiver.id].produced = (self.current[-1], now)
+
+    def _ordering_call(self, call: ast.Call, method: str, receiver: ast.expr, now: int) -> None:
+        """Waits, event records and synchronisations: what orders one stream after another."""
+        if method == "wait_stream" and call.args:
+            self.waits.append((self.stream_of(receiver), self.stream_of(call.args[0]), now, now))
+        elif method == "wait_event" and call.args:
+            event = self.events.get(source_text(call.args[0]))
+            if event is not None:
+                self.waits.append((self.stream_of(receiver), event[0], event[1], now))
+        elif method == "record_event" and call.args:  # `s.record_event(e)`: e marks s's work so far
+            self.events[source_text(call.args[0])] = (self.stream_of(receiver), now)
+        elif method == "record" and self._is_event(receiver):
+            stream = self.stream_of(call.args[0]) if call.args else self.current[-1]
+            self.events[source_text(receiver)] = (stream, now)
+        elif method == "wait" and self._is_event(receiver):
+            event = self.events.get(source_text(receiver))
+            if event is not None:
+                waiter = self.stream_of(call.args[0]) if call.args else self.current[-1]
+                self.waits.append((waiter, event[0], event[1], now))
+        elif method == "wait" and not call.args:
+            # A future's or a collective's wait(): it orders the work it stands for with the
+            # current stream, on streams this pass cannot see. Do not guess: treat it as a barrier.
+            self.host_syncs.append((None, now, now))
+        elif method == "synchronize":
+            self._synchronize(receiver, now)
+
+    def _synchronize(self, receiver: ast.expr, now: int) -> None:
+        if self._is_event(receiver):
+            event = self.events.get(source_text(receiver))
+            if event is not None:
+                self.host_syncs.append((event[0], event[1], now))
+                self.pending_host.clear()
+        else:
+            self.host_syncs.append((self.stream_of(receiver), now, now))
+            self.pending_host.clear()
+
+    def _is_event(self, node: ast.AST) -> bool:
+        """An event: by its kind, by a record seen, or because a stream waits on it here
+        (`dependency_event.record(s)` on a parameter later passed to `wait_event`)."""
+        ty = self.w.ty(node)
+        text = source_text(node)
+        return (ty is not None and ty.kind == T.EVENT) or text in self.events or text in self.waited_events
+
+    def _note_host_copy(self, name: str, value: ast.AST) -> None:
+        """`y = x.to("cpu", non_blocking=True)`: y is filled later; `e = s.record_event()`."""
+        if not isinstance(value, ast.Call):
+            return
+        method = value.func.attr if isinstance(value.func, ast.Attribute) else ""
+        if method == "record_event":
+            self.events[name] = (self.stream_of(value.func.value), self.position)
+            return
+        if is_host_copy(value) or self._returns_pending(value):
+            self.pending_host[name] = (value, self.position, self.current[-1])
+            self.tensors.pop(name, None)
+
+    def _returns_pending(self, value: ast.Call) -> bool:
+        """`host = fetch(x)`: this file's `fetch` returns a non-blocking host copy."""
+        callee = self.callee(value)
+        return callee is not None and self.effects(callee).returns_pending
+
+
+_NOT_READING_ATTRS = frozenset(
+    {
+        "record_stream",
+        "data_ptr",
+        "is_pinned",
+        "shape",
+        "dtype",
+        "device",
+        "copy_",
+        "numel",
+        "element_size",
+        "size",
+        "dim",
+        "stride",
+        "nbytes",
+        "itemsize",
+        "storage_offset",
+        "is_contiguous",
+        "untyped_storage",
+        "ndim",
+    }
+)
+_HOST_SYNCING_METHODS = frozenset({"item", "tolist"})  # `.numpy()` only views host memory
+_DEVICE_SYNCS = frozenset(
+    {"torch.cuda.synchronize", "torch.accelerator.synchronize", "torch.cuda.current_stream.synchronize"}
+)
+_COLLECTIVES_WRITING_FIRST_ARG = frozenset(
+    {
+        "all_reduce",
+        "all_gather_into_tensor",
+        "_all_gather_base",
+        "reduce_scatter_tensor",
+        "_reduce_scatter_base",
+        "broadcast",
+        "all_to_all_single",
+        "reduce",
+        "recv",
+        "irecv",
+    }
+)
+_STORING_METHODS = frozenset({"append", "extend", "insert", "put", "put_nowait", "add", "setdefault"})
+_KEEPING_METHODS = frozenset({"set_result", "save_for_backward"})  # they keep their arguments too
+_NOT_READING_BUILTINS = frozenset(
+    {"len", "id", "isinstance", "type", "hash", "getattr", "hasattr", "setattr", "callable"}
+)
+
+
+def _side_stream_attributes(walker: Binder) -> dict[str, str]:
+    """`self.attr` assigned a device tensor inside `with torch.cuda.stream(s):` in any method of
+    the walker's class: attribute -> stream. Computed once per class node."""
+    node = walker.st.class_nodes.get(walker.class_qualname or "")
+    if node is None:
+        return {}
+    cache = walker.st.side_stream_attributes
+    cached = cache.get(walker.class_qualname or "")
+    if cached is not None:
+        return cached
+    found: dict[str, str] = {}
+    methods = []
+    seen: set[str] = set()
+    queue = [walker.class_qualname or ""]
+    while queue:  # the class and its bases defined in this file
+        current = queue.pop()
+        if current in seen or current not in walker.st.class_nodes:
+            continue
+        seen.add(current)
+        methods.extend(walker.st.class_nodes[current].body)
+        queue.extend(walker.st.summary.classes[current].bases)
+    for method in methods:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for inner in ast.walk(method):
+            if not isinstance(inner, (ast.With, ast.AsyncWith)):
+                continue
+            for item in inner.items:
+                context = item.context_expr
+                if not (isinstance(context, ast.Call) and context.args):
+                    continue
+                if not walker.is_stream_context(context):
+                    continue
+                stream = source_text(context.args[0])
+                for stmt in ast.walk(inner):
+                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+                        for target in stmt.targets:
+                            if (
+                                isinstance(target, ast.Attribute)
+                                and isinstance(target.value, ast.Name)
+                                and target.value.id == "self"
+                            ):
+                                found[target.attr] = stream
+    cache[walker.class_qualname or ""] = found
+    return found
+
+
+def analyze(state: ModuleState, source: str) -> None:
+    """Run the stream flow over every function that switches streams or copies asynchronously."""
+    if "stream" not in source and "non_blocking" not in source:
+        return
+    nodes = _parents_first(state.tree)
+    uses = _subtree_flags(nodes, _is_stream_use)
+    using = {walker.qualname.rsplit(".", 1)[-1] for walker in state.walkers if _any_flagged(walker.body, uses)}
+    calls = _subtree_flags(nodes, lambda node: _called_name(node) in using) if using else {}
+    for walker in state.walkers:
+        body = walker.body
+        if not body or not (_any_flagged(body, uses) or _any_flagged(body, calls)):
+            continue
+        walker.forget_kinds()
+        flow = StreamFlow(walker)
+        walk(flow, body)
+        flow.finish()
+
+
+def _range_start(walker: Binder, iterable: ast.expr) -> int | None:
+    """`range(n)` -> 0, `range(1, n)` -> 1; None for any other iterable, start or step."""
+    if not (isinstance(iterable, ast.Call) and walker.resolve(iterable.func) == "range") or iterable.keywords:
+        return None
+    arguments = iterable.args
+    if len(arguments) == 1:
+        return 0
+    if len(arguments) == 3 and int_value(arguments[2], {}) != 1:
+        return None
+    return int_value(arguments[0], {}) if len(arguments) in (2, 3) else None
+
+
+def _waited_events(body: list[ast.stmt]) -> frozenset[str]:
+    """What this function passes to `s.wait_event(...)`: events, whatever their kind says."""
+    return frozenset(
+        source_text(node.args[0])
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "wait_event"
+        and node.args
+    )
+
+
+def _parents_first(tree: ast.AST) -> list[tuple[ast.AST, ast.AST | None]]:
+    """Every node of ``tree`` with its parent, each parent before its children."""
+    nodes: list[tuple[ast.AST, ast.AST | None]] = [(tree, None)]
+    index = 0
+    while index < len(nodes):
+        node = nodes[index][0]
+        nodes.extend((child, node) for child in ast.iter_child_nodes(node))
+        index += 1
+    return nodes
+
+
+def _subtree_flags(nodes: list[tuple[ast.AST, ast.AST | None]], test) -> dict[int, bool]:
+    """For every node (by id), whether ``test`` holds anywhere in its subtree.
+
+    One pass over the file: asking each function's body separately walked a nested body once
+    per enclosing function, and this runs for every function of every file that names a stream.
+    """
+    flags = {id(node): bool(test(node)) for node, _ in nodes}
+    for node, parent in reversed(nodes):
+        if parent is not None and flags[id(node)]:
+            flags[id(parent)] = True
+    return flags
+
+
+def _any_flagged(body: list[ast.stmt], flags: dict[int, bool]) -> bool:
+    return any(flags.get(id(stmt), False) for stmt in body)
+
+
+def _called_name(node: ast.AST) -> str | None:
+    """The last name of what ``node`` calls (``f`` of ``f(x)`` and of ``obj.f(x)``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+def _is_stream_use(node: ast.AST) -> bool:
+    """A stream switch (``.stream``, ``StreamContext``) or an asynchronous copy (``non_blocking=``)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("stream", "StreamContext")
+    return isinstance(node, ast.keyword) and node.arg == "non_blocking"
+
+
+_TRIES = tuple(node for node in (ast.Try, getattr(ast, "TryStar", None)) if node is not None)
+
+
+def _union_lists(lists: Iterable[list]) -> list:
+    """The facts of every alternative, each once, in order."""
+    return list(dict.fromkeys(item for facts in lists for item in facts))
+
+
+def _is_plain(ty: T.Ty | None) -> bool:
+    return ty is not None and ty.kind == T.PY
+
+
+def _none_in_branch(test: ast.expr, index: int) -> str | None:
+    """`if x is None:` (alternative 0) / `if x is not None: ... else:` (1): the name that holds None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)):
+        return None
+    other = test.comparators[0]
+    if not (isinstance(other, ast.Constant) and other.value is None):
+        return None
+    if (isinstance(test.ops[0], ast.Is) and index == 0) or (isinstance(test.ops[0], ast.IsNot) and index == 1):
+        return test.left.id
+    return None
+
+
+def _metadata_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """`x is None`, `x.shape`, `x.device`, `isinstance(x, ...)`, `len(x)`: the tensor object
+    is looked at, its data is not; `x.record_stream(s)` (on a view too) is bookkeeping."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.Compare):
+        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops)
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and node is not parent.func:
+        return parent.func.id in _NOT_READING_BUILTINS
+    return (isinstance(parent, ast.Attribute) and parent.attr in T.PY_ATTRS) or _only_recorded(node, parents)
+
+
+def _only_recorded(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """`x.record_stream(s)`, `x.view(-1).record_stream(s)`, `x[0].record_stream(s)`."""
+    parent = parents.get(node)
+    while isinstance(parent, (ast.Attribute, ast.Subscript, ast.Call)):
+        if isinstance(parent, ast.Attribute) and parent.attr == "record_stream":
+            return True
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            return False
+        node, parent = parent, parents.get(parent)
+    return False
+
+
+_CURRENT_STREAM_SYNCS = frozenset(
+    {
+        "torch.distributed.barrier",  # NCCL's barrier blocks the host on the current stream
+        "deepspeed.comm.barrier",  # the same through DeepSpeed's torch.distributed wrapper
+        "torch.testing.assert_close",  # compares on the host: waits for the current stream
+        "torch.allclose",
+        "torch.equal",
+    }
+)
+# Stream and event bookkeeping: calls that queue no kernel and allocate no device memory.
+_NO_WORK = frozenset(
+    {
+        "stream",
+        "current_stream",
+        "default_stream",
+        "Stream",
+        "StreamContext",
+        "Event",
+        "record_stream",
+        "record_event",
+        "record",
+        "wait_stream",
+        "wait_event",
+        "wait",
+        "synchronize",
+        "query",
+        "get_accelerator",
+        "current_device",
+        "device",
+    }
+)
+
+
+def _queues_no_work(func: ast.expr, name: str | None) -> bool:
+    """Calls that cannot allocate device memory: stream/event bookkeeping and builtins."""
+    tail = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return tail in _NO_WORK or (name is not None and "." not in name)
+
+
+_CUDA_GUARDS = frozenset({"torch.cuda.is_initialized", "torch.cuda.is_available"})
+
+
+def _cuda_guard(w: Binder, test: ast.expr) -> bool | None:
+    """True for `if torch.cuda.is_initialized():`, False for its negation, None otherwise."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if negated:
+        test = test.operand  # type: ignore[attr-defined]
+    if isinstance(test, ast.Call) and not test.args and w.resolve(test.func) in _CUDA_GUARDS:
+        return not negated
+    return None
+
+
+def _synced_in(end: dict, name: str, stream: str, cutoff: int) -> bool:
+    """Did the path that ended in ``end`` synchronise the host with the copy into ``name``?"""
+    floor = end["host_floor"].get(name, 0)
+    return any(
+        floor < at and (synced is None or synced == stream) and synced_cutoff >= cutoff
+        for synced, synced_cutoff, at in end["host_syncs"]
+    )

@@ -1,0 +1,166 @@
+"""Turn a two-capture analysis into findings of the one type every reporter understands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graphlint.findings import Finding
+from graphlint.runtime_sanitizer.analysis import two_capture as analysis
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot
+from graphlint.runtime_sanitizer.rules import (
+    ALIGNMENT_HAZARD,
+    BAKED_HOST_VALUE,
+    GRAPH_POOL_MEMORY,
+    SANITIZER_INACTIVE,
+    UNORDERED_ACCESS,
+    UNSTABLE_CAPTURE,
+)
+
+
+@dataclass
+class SanitizerReport:
+    findings: list[Finding]
+    words: list[analysis.Word] = field(default_factory=list)
+    alignment: dict[int, int] = field(default_factory=dict)  # input index -> bytes required
+    where: tuple[str, int] = ("<unknown>", 1)
+    label: str = ""
+    graph: GraphSnapshot | None = None  # the capture the findings refer to (for pictures)
+
+    @property
+    def input_slots(self) -> list[analysis.Word]:
+        return analysis.input_slots(self.words)
+
+    def write_pictures(self, directory: str | Path, name: str | None = None) -> tuple[Path, Path] | None:
+        """Draw the analysed graph with its findings as `NAME.svg` and `NAME.html` in ``directory``."""
+        if self.graph is None:
+            return None
+        from graphlint.runtime_sanitizer.analysis.graph_picture import write_graph_pictures
+
+        return write_graph_pictures(Path(directory), name or self.label, self.graph, self.findings, self.words)
+
+    def check_launch(self, addresses: list[int]) -> list[Finding]:
+        """GL502 for each new input address less aligned than its capture requires."""
+        found = []
+        for index, address in enumerate(addresses):
+            required = self.alignment.get(index)
+            if required is not None and analysis.alignment_of(address) < required:
+                found.append(
+                    rule_finding(
+                        ALIGNMENT_HAZARD,
+                        f"input {index} of `{self.label}` at {address:#x} is {analysis.alignment_of(address)}-byte "
+                        f"aligned; its kernels were chosen for {required}-byte alignment",
+                        self.where,
+                    )
+                )
+        return found
+
+
+def rule_finding(rule, message: str, where: tuple[str, int]) -> Finding:
+    """A runtime finding of ``rule`` at a (path, line): the type every reporter understands."""
+    path, line = where
+    return Finding.of(rule, message, path, (line, 1, line, 1))
+
+
+def analyze_pair(
+    first: GraphSnapshot,
+    second: GraphSnapshot,
+    where: tuple[str, int],
+    label: str,
+    repeat: GraphSnapshot | None = None,
+    ordering: GraphSnapshot | None = None,
+) -> SanitizerReport:
+    """GL501 if the captures differ in structure; otherwise classify every word, and GL505 for
+    host values baked into arguments. ``repeat`` is a third capture on the first capture's
+    inputs with the same host RNG seeds: what differs there is padding noise. ``ordering`` is a
+    capture of the same graph with each node's reads and writes recorded (GL504); without it
+    the ordering check uses whatever accesses ``first`` carries."""
+    differences = analysis.compare_structure(first, second)
+    if differences:
+        shown = "; ".join(f"node {d.index}: {d.first} vs {d.second}" for d in differences[:3])
+        more = f" (and {len(differences) - 3} more)" if len(differences) > 3 else ""
+        return SanitizerReport(
+            [rule_finding(UNSTABLE_CAPTURE, f"two captures of `{label}` on equal shapes differ: {shown}{more}", where)],
+            where=where,
+            label=label,
+        )
+    if repeat is not None and analysis.compare_structure(first, repeat):
+        repeat = None  # cannot measure the noise on a different graph; judge scalars only
+    noise = analysis.noise_positions(first, repeat) if repeat is not None else None
+    words = analysis.classify(first, second)
+    findings = []
+    nodes = {node.index: node for node in first.nodes}
+    # A communication kernel's arguments are the library's own (NCCL's work buffers, offsets into
+    # buffers it registered, per-plan storage): they differ between captures for reasons of their
+    # own, and its buffers are pinned, never re-pointed (GL507). Not a host value of the program.
+    communication = analysis.fixed_address_nodes(first)
+    for word in analysis.baked_host_values(words, noise):
+        if word.node in communication:
+            continue
+        findings.append(
+            rule_finding(
+                BAKED_HOST_VALUE,
+                f"argument {word.param} of `{nodes[word.node].name[:80]}` (node {word.node}) is "
+                f"{word.first:#x} in one capture and {word.second:#x} in the other: a host value frozen into `{label}`",
+                where,
+            )
+        )
+    for node, param, a, b in analysis.scalar_differences(first, second, noise, words):
+        if node in communication:
+            continue
+        findings.append(
+            rule_finding(
+                BAKED_HOST_VALUE,
+                f"argument {param} of `{nodes[node].name[:80]}` (node {node}) is {a.hex()} in one capture and "
+                f"{b.hex()} in the other: a host value frozen into `{label}`",
+                where,
+            )
+        )
+    ordered = ordering if ordering is not None else first
+    findings.extend(ordering_findings(ordered, label, where))
+    graph = ordered if len(ordered.nodes) == len(first.nodes) else first  # drawn by write_pictures
+    return SanitizerReport(findings, words, where=where, label=label, graph=graph)
+
+
+def ordering_findings(snapshot: GraphSnapshot, label: str, where: tuple[str, int]) -> list[Finding]:
+    """GL504 for each pair of nodes with conflicting recorded accesses and no dependency path."""
+    nodes = {node.index: node for node in snapshot.nodes}
+    findings = []
+    for race in analysis.unordered_accesses(snapshot):
+        a, b = nodes[race.first], nodes[race.second]
+        findings.append(
+            rule_finding(
+                UNORDERED_ACCESS,
+                f"nodes {a.index} ({a.op or a.name[:60]}) and {b.index} ({b.op or b.name[:60]}) of `{label}` touch "
+                f"memory at {race.address:#x}, one writes it, and no dependency orders them",
+                where,
+            )
+        )
+    return findings
+
+
+def memory_finding(pool_bytes: int, output_bytes: int, where: tuple[str, int], label: str) -> Finding:
+    """GL508 (informational): the graph's private pool, and what outputs from the default pool would free."""
+    mib = 1 << 20
+    return rule_finding(
+        GRAPH_POOL_MEMORY,
+        f"`{label}` holds {pool_bytes / mib:.1f} MiB in its private pool; a parameterized launch that allocates "
+        f"outputs from the default pool per call would give back {output_bytes / mib:.1f} MiB of it",
+        where,
+    )
+
+
+def state_findings(reason: str, untested: str, where: tuple[str, int]) -> list[Finding]:
+    """GL500 for a sanitizer that did not run (``reason``) or ran on untested versions
+    (``untested``): a report must never read as a clean run when nothing, or something
+    unverified, checked the program."""
+    if reason:
+        return [rule_finding(SANITIZER_INACTIVE, f"the sanitizer was inactive ({reason}): nothing was checked", where)]
+    if untested:
+        return [rule_finding(SANITIZER_INACTIVE, f"the sanitizer ran on untested versions: {untested}", where)]
+    return []
+
+
+def refused_finding(graph: str, reason: str, where: tuple[str, int]) -> Finding:
+    """GL500 for one graph the sanitizer saw but refused to analyse, and why."""
+    return rule_finding(SANITIZER_INACTIVE, f"the {graph} was not analysed: {reason}", where)

@@ -1,0 +1,78 @@
+"""The ordering check (GL504) for graphs the program captures itself with `torch.cuda.graph`
+(needs CUDA and cuda-bindings).
+
+While the capture runs, a dispatch mode records which graph nodes each ATen operator added
+and what it read and wrote (from its schema, as for graphed callables). Just before the
+capture ends, the graph being captured is read from the capturing stream (the driver allows
+reading it then), its nodes are attributed to the operators, and the dependency edges are
+checked. The program's graph is only read, never changed. When the sanitizer cannot be
+sure (the graph cannot be read, or nodes were launched outside ATen operators, whose
+accesses are unknown), it refuses and says why instead of calling the graph ordered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot
+
+
+class Refused(Exception):
+    """The graph was not analysed; the message says why."""
+
+
+class CaptureOrdering:
+    """Started when a capture begins (``start``), read when it is about to end (``finish``)."""
+
+    def __init__(self) -> None:
+        self._recorder: Any = None
+        self._recording = False
+        self._why_not = ""
+
+    def start(self) -> None:
+        try:
+            from graphlint.runtime_sanitizer import driver
+            from graphlint.runtime_sanitizer.capture.two_captures import _OpRecorder
+
+            driver.bindings()  # cuda-bindings present: reading the graph will be possible
+        except Exception as error:
+            self._why_not = f"{type(error).__name__}: {error}"
+            return
+        self._recorder = _OpRecorder().__enter__()
+        self._recording = True
+
+    def stop(self) -> None:
+        """Leave the recording mode: every capture that ``start``ed must ``stop``, even on error,
+        before any dispatch mode entered earlier is left (modes nest)."""
+        if self._recording:
+            self._recording = False
+            self._recorder.__exit__(None, None, None)
+
+    def finish(self, stream: int) -> GraphSnapshot:
+        """The attributed snapshot of the graph the stream is capturing; raises `Refused`."""
+        from graphlint.runtime_sanitizer.analysis.two_capture import unattributed_nodes
+        from graphlint.runtime_sanitizer.capture.introspection import snapshot_graph
+        from graphlint.runtime_sanitizer.capture.two_captures import capturing_graph
+        from graphlint.runtime_sanitizer.driver import IntrospectionError
+
+        self.stop()
+        if self._recorder is None:
+            raise Refused(f"the capture could not be recorded ({self._why_not})")
+        if self._recorder.unreadable:
+            raise Refused(f"the capture graph could not be read during {self._recorder.unreadable} operators")
+        try:
+            graph = capturing_graph(stream)
+            if graph is None:
+                raise Refused("the capture stream reports no graph being captured")
+            snapshot = snapshot_graph(int(graph))
+        except IntrospectionError as error:
+            raise Refused(f"the graph could not be read: {error}") from None
+        self._recorder.attribute(snapshot)
+        unknown = unattributed_nodes(snapshot)
+        if unknown:
+            shown = ", ".join(f"{n.index} ({n.name[:40] or n.type})" for n in unknown[:3])
+            raise Refused(
+                f"{len(unknown)} of {len(snapshot.nodes)} nodes were launched outside ATen operators (node {shown}): "
+                "their memory accesses are unknown, so the ordering was not checked"
+            )
+        return snapshot

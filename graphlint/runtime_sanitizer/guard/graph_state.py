@@ -1,0 +1,91 @@
+"""What the guard knows of each graph it saw captured (its static inputs and outputs, its
+replays, what was reported), and the tensor measures it takes to know it (needs torch)."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphlint.runtime_sanitizer.analysis.kept_outputs import KeptWatch
+
+
+@dataclass
+class GraphState:
+    label: str
+    inputs: list[tuple[Any, int]] = field(default_factory=list)  # (weakref to tensor, version at last replay)
+    output_ranges: list[tuple[int, int]] = field(default_factory=list)
+    replays: int = 0
+    unchanged_reported: bool = False
+    site: tuple[str, int] = ("<unknown>", 1)  # the user line that captured it
+    params: list[tuple[str, Any]] = field(default_factory=list)  # make_graphed_callables: (name, weakref)
+    grad_aliased: set[str] = field(default_factory=set)  # parameters reported as GL509
+    updates_inputs: bool = False  # the graph writes its own inputs (a captured optimizer step)
+    baseline: list[tuple[Any, Any]] | None = None  # (input, copy) taken when versions first stood still
+    outputs: list[tuple[Any, KeptWatch]] = field(default_factory=list)  # (weakref, watch) per static output
+    kept_reported: set[int] = field(default_factory=set)  # ids of containers reported as keeping an output
+
+
+def static_inputs(recorder: Any, made_ranges: list[tuple[int, int]]) -> list[tuple[Any, int]]:
+    """(weakref, version) of each tensor the capture read that it did not make: its static inputs."""
+    made = {id(t) for t in recorder.made}
+    inputs = []
+    for tensor in recorder.read:
+        if id(tensor) in made:
+            continue
+        ptr = tensor.untyped_storage().data_ptr()
+        if any(start <= ptr < start + size for start, size in made_ranges):
+            continue
+        inputs.append((weakref.ref(tensor), tensor._version))
+    return inputs
+
+
+def storage_ranges(tensors: list[Any]) -> list[tuple[int, int]]:
+    result = []
+    for tensor in tensors:
+        try:
+            storage = tensor.untyped_storage()
+            result.append((storage.data_ptr(), storage.nbytes()))
+        except Exception:
+            continue
+    return result
+
+
+def named_parameters(callables: Any) -> list[tuple[str, Any]]:
+    """(attribute name, parameter) of each module among the callables, prefixed with the
+    module's class when several callables are graphed together."""
+    modules = [
+        c for c in (callables if isinstance(callables, tuple) else (callables,)) if hasattr(c, "named_parameters")
+    ]
+    found: list[tuple[str, Any]] = []
+    for index, module in enumerate(modules):
+        prefix = f"{type(module).__name__}[{index}]." if len(modules) > 1 else ""
+        found.extend((prefix + name, p) for name, p in module.named_parameters())
+    return found
+
+
+_BASELINE_BYTES = 256 << 20  # copy at most this much to confirm a standstill (smallest inputs first)
+
+
+def content_baseline(tensors: list[Any]) -> list[tuple[Any, Any]]:
+    """Copies of the inputs, smallest first, up to a byte budget: the data inputs a program
+    refills are small next to the weights, and one changed input is enough to clear GL506."""
+    copies: list[tuple[Any, Any]] = []
+    used = 0
+    for tensor in sorted(tensors, key=lambda t: t.numel() * t.element_size()):
+        size = tensor.numel() * tensor.element_size()
+        if copies and used + size > _BASELINE_BYTES:
+            break
+        copies.append((tensor, tensor.detach().clone()))
+        used += size
+    return copies
+
+
+def torch_equal(a: Any, b: Any) -> bool:
+    import torch
+
+    return a.shape == b.shape and bool(torch.equal(a, b))
+
+
+def storage_address(tensor: Any) -> int | None:
+    return None if tensor is None else tensor.untyped_storage().data_ptr()

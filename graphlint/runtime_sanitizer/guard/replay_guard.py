@@ -1,0 +1,393 @@
+"""Sanitized replay for graphs the program captures itself (needs torch; CUDA to be useful).
+
+While installed, every `torch.cuda.graph` capture is watched by a dispatch mode that learns
+which tensors the graph reads (static inputs: tensors that existed before the capture) and
+which memory it writes (static outputs: tensors made during it). Every `CUDAGraph.replay`
+(also the ones `make_graphed_callables` makes) is counted per graph, and outside captures
+a dispatch mode gives each new tensor that aliases a graph's output memory (a view, a
+`detach()`, a graphed callable's return value) the generation of the replay it came from.
+
+- GL503: such a handle of replay k read after replay k+1 overwrote it (the graph, the
+  output, both replays and the reading site are named). The static output tensor itself
+  always holds the newest replay and is not a stale handle; but keeping that very object
+  across replays (`kept.append(static_out)`) is seen (`kept_outputs`): before each replay, a
+  static output whose reference count reached a new high is looked for in lists, dicts and
+  deques, and one whose count of it grew to two or more since an earlier replay is GL503.
+- GL506: a replay whose static inputs were not written (tensor version counters) since the
+  previous replay, when the graph has been replayed more than once.
+- GL504 for plain captures (`plain_capture`): the graph's edges against each operator's
+  recorded accesses, read just before the capture ends; refused (GL500) when unsure.
+- GL509 (`grad_alias`): a `make_graphed_callables` backward replayed while a parameter's
+  `.grad` still aliases its static gradient buffer.
+- `make_graphed_callables`: each callable is first put through the two-capture analysis on
+  its sample arguments (GL501 unstable capture, GL505 baked host values, GL504 unordered
+  accesses, GL508 pool memory), with every parameter, buffer and the RNG state restored
+  afterwards, then graphed as usual.
+- Findings of the parameterized launcher (GL502, GL507) made while a guard is installed are
+  collected with the guard's own (`publish`).
+
+Findings are placed at the user's line (`user_site`: on autograd's engine thread, the line
+that called backward()), collected (warn) or raised (`mode="raise"`); `graphs` counts the
+graphs seen, analysed and refused; `uninstall()` restores torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import weakref
+from typing import Any
+
+from graphlint.findings import Finding
+from graphlint.runtime_sanitizer.analysis.grad_alias import GradAliasTracker, GradRecord, grad_alias_message
+from graphlint.runtime_sanitizer.analysis.graph_counts import GraphCounts
+from graphlint.runtime_sanitizer.analysis.kept_outputs import KeptWatch, kept_output_message
+from graphlint.runtime_sanitizer.analysis.report import ordering_findings, refused_finding, rule_finding
+from graphlint.runtime_sanitizer.capture.plain_capture import CaptureOrdering, Refused
+from graphlint.runtime_sanitizer.guard.dispatch_modes import CaptureRecorder, HandleWatch
+from graphlint.runtime_sanitizer.guard.graph_state import (
+    GraphState,
+    content_baseline,
+    named_parameters,
+    static_inputs,
+    storage_address,
+    storage_ranges,
+    torch_equal,
+)
+from graphlint.runtime_sanitizer.guard.installed import INSTALLED, sanitizer_internal
+from graphlint.runtime_sanitizer.guard.sites import UNKNOWN_SITE, innermost_user_frame, located, user_site
+from graphlint.runtime_sanitizer.rules import GRAPHED_GRAD_ALIAS, REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
+
+
+class StaleOutputRead(RuntimeError):
+    """Raised in `mode="raise"` when a stale output handle is read (GL503)."""
+
+
+class ReplayGuard:
+    def __init__(self, mode: str = "warn", graph_dir: str | None = None) -> None:
+        if mode not in ("warn", "raise"):
+            raise ValueError("mode must be 'warn' or 'raise'")
+        self.mode = mode
+        self.graph_dir = graph_dir  # where to draw each analysed graph (SVG + HTML), if anywhere
+        self.findings: list[Finding] = []
+        self._graphs: dict[int, GraphState] = {}
+        self._handles: dict[int, tuple[Any, int, int]] = {}  # id(tensor) -> (weakref, graph id, generation)
+        self._saved: dict[str, Any] = {}
+        self._outer: Any = None  # the HandleWatch dispatch mode while installed
+        self._capturing: list[Any] = []
+        self._internal = 0  # >0 while the sanitizer runs its own captures
+        self._graphing = 0  # >0 inside make_graphed_callables
+        self.graphs = GraphCounts()
+        self._grad_alias = GradAliasTracker()
+        self._backward_sites: list[tuple[str, int]] = []  # the user lines of the backward() calls running
+
+    # -- install / uninstall -------------------------------------------------------------
+    def install(self) -> ReplayGuard:
+        import torch
+
+        guard = self
+        graph_cls = torch.cuda.graph
+        original_enter, original_exit = graph_cls.__enter__, graph_cls.__exit__
+        original_replay = torch.cuda.CUDAGraph.replay
+        self._saved = {"enter": original_enter, "exit": original_exit, "replay": original_replay}
+
+        def enter(ctx):
+            result = original_enter(ctx)
+            guard._begin_capture(ctx)
+            return result
+
+        def exit_(ctx, *exc):
+            guard._end_capture(ctx, failed=exc[0] is not None)
+            return original_exit(ctx, *exc)
+
+        def replay(graph):
+            guard._before_replay(graph)
+            return original_replay(graph)
+
+        # Patching torch is the guard's job; uninstall() puts every original back.
+        graph_cls.__enter__, graph_cls.__exit__ = enter, exit_  # type: ignore[method-assign]
+        torch.cuda.CUDAGraph.replay = replay  # type: ignore[method-assign]
+        self._saved["graphed"] = (torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables)
+        original_graphed = torch.cuda.graphs.make_graphed_callables
+
+        def make_graphed_callables(callables, sample_args, *args, **kwargs):
+            guard._analyse_graphed(callables, sample_args)
+            before = set(guard._graphs)
+            guard._graphing += 1  # its captures are judged by the analysis above, not again
+            try:
+                result = original_graphed(callables, sample_args, *args, **kwargs)
+            finally:
+                guard._graphing -= 1
+            guard._watch_grads(callables, [g for g in guard._graphs if g not in before])
+            return result
+
+        torch.cuda.make_graphed_callables = torch.cuda.graphs.make_graphed_callables = make_graphed_callables
+        self._wrap_backward(torch)
+        self._outer = HandleWatch(self)
+        self._outer.__enter__()
+        INSTALLED.append(self)
+        return self
+
+    def uninstall(self) -> None:
+        import torch
+
+        if self in INSTALLED:
+            INSTALLED.remove(self)
+        if self._outer is not None:
+            self._outer.__exit__(None, None, None)
+            self._outer = None
+        if self._saved:
+            torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables = self._saved["graphed"]
+            torch.cuda.graph.__enter__ = self._saved["enter"]  # type: ignore[method-assign]
+            torch.cuda.graph.__exit__ = self._saved["exit"]  # type: ignore[method-assign]
+            torch.cuda.CUDAGraph.replay = self._saved["replay"]  # type: ignore[method-assign]
+            torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self._saved["backward"]  # type: ignore[method-assign]
+            self._saved = {}
+
+    def _wrap_backward(self, torch: Any) -> None:
+        """Record the user line of each backward()/grad() call while it runs: the graphed
+        backward replays on autograd's engine thread, where no user frame is on the stack."""
+        self._saved["backward"] = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+        sites = self._backward_sites
+
+        def recording(original):
+            @functools.wraps(original)
+            def wrapper(*args, **kwargs):
+                sites.append(innermost_user_frame() or (sites[-1] if sites else UNKNOWN_SITE))
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    sites.pop()
+
+            return wrapper
+
+        torch.Tensor.backward = recording(torch.Tensor.backward)
+        torch.autograd.backward = recording(torch.autograd.backward)
+        torch.autograd.grad = recording(torch.autograd.grad)
+
+    def __enter__(self) -> ReplayGuard:
+        return self.install()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.uninstall()
+
+    # -- graphed callables ----------------------------------------------------------------
+    def _analyse_graphed(self, callables: Any, sample_args: Any) -> None:
+        """The two-capture analysis of each callable before it is graphed. The analysis runs the
+        callable several times; `sanitize_callable` undoes that. When it cannot run (the
+        callable needs something the analysis cannot give it) it refuses (GL500, counted) and
+        graphs as usual. Findings are placed at the user's make_graphed_callables call."""
+        import torch
+
+        from graphlint.runtime_sanitizer.api import sanitize_callable
+
+        pairs = (
+            [(callables, sample_args)]
+            if not isinstance(callables, tuple)
+            else list(zip(callables, sample_args, strict=True))
+        )
+        site = user_site()
+        self._outer.__exit__(None, None, None)  # its own captures are not the program's
+        try:
+            for fn, args in pairs:
+                label = f"callable `{getattr(fn, '__qualname__', type(fn).__name__)}` graphed at {site[0]}:{site[1]}"
+                self.graphs.seen += 1
+                try:
+                    with torch.no_grad(), sanitizer_internal():  # forward graph; no autograd state left
+                        report = sanitize_callable(fn, *args, graph_dir=self.graph_dir)
+                except Exception as error:  # never break the program: refuse, say why, graph as usual
+                    self._refuse(label, f"{type(error).__name__}: {error}", site)
+                    continue
+                self.graphs.analysed += 1
+                self.findings.extend(located(f, site) for f in report.findings)
+        finally:
+            self._outer.__enter__()
+
+    def _refuse(self, graph: str, reason: str, site: tuple[str, int]) -> None:
+        """A graph seen but not analysed: counted, and a GL500 finding so no report reads as clean."""
+        self.graphs.refused.append((graph, reason))
+        self.findings.append(refused_finding(graph, reason, site))
+
+    # -- capture -------------------------------------------------------------------------
+    def _begin_capture(self, ctx: Any) -> None:
+        if self._internal:
+            return
+        recorder = CaptureRecorder()
+        recorder.__enter__()
+        ordering = None
+        if not self._graphing:
+            ordering = CaptureOrdering()
+            ordering.start()
+        self._capturing.append((ctx, recorder, ordering, user_site()))
+
+    def _end_capture(self, ctx: Any, failed: bool = False) -> None:
+        """Before the capture ends: what the graph reads and writes (GL503, GL506), and for a
+        plain capture the ordering of its nodes (GL504), read from the graph being captured."""
+        if self._internal or not self._capturing:
+            return
+        _, recorder, ordering, site = self._capturing.pop()
+        if ordering is not None:
+            ordering.stop()  # entered after the recorder: left first
+        recorder.__exit__(None, None, None)
+        graph = getattr(ctx, "cuda_graph", None)
+        if graph is None or failed:
+            return
+        made_ranges = storage_ranges(recorder.made)
+        label = f"graph captured at {site[0]}:{site[1]}"
+        inputs = static_inputs(recorder, made_ranges)
+        state = GraphState(label, inputs, made_ranges, site=site)
+        # A graph that writes what it reads (parameters updated in place by a captured optimizer
+        # step) computes something new on every replay, whatever the version counters say.
+        state.updates_inputs = any(storage_address(ref()) in recorder.written for ref, _ in inputs)
+        # The tensors it made: those the program still holds after the capture are its static
+        # outputs (the others die with the recorder, and their weak references with them).
+        made = {id(t): t for t in recorder.made}
+        state.outputs = [(weakref.ref(t), KeptWatch()) for t in made.values()]
+        self._graphs[id(graph)] = state
+        if ordering is not None:
+            self.graphs.seen += 1
+            self._check_ordering(ctx, ordering, label, site)
+
+    def _check_ordering(self, ctx: Any, ordering: CaptureOrdering, label: str, site: tuple[str, int]) -> None:
+        import torch
+
+        stream = getattr(ctx, "capture_stream", None) or torch.cuda.current_stream()
+        try:
+            snapshot = ordering.finish(stream.cuda_stream)
+        except Refused as refusal:
+            self._refuse(label, str(refusal), site)
+            return
+        except Exception as error:  # never break the program: refuse, and say why
+            self._refuse(label, f"{type(error).__name__}: {error}", site)
+            return
+        self.graphs.analysed += 1
+        self.findings.extend(ordering_findings(snapshot, label, site))
+
+    # -- replay --------------------------------------------------------------------------
+    def _before_replay(self, graph: Any) -> None:
+        state = self._graphs.get(id(graph))
+        if state is None:
+            return
+        state.replays += 1
+        if state.params:
+            self._check_grad_alias(id(graph), state)
+        if state.outputs:
+            self._check_kept(state)
+        live = [(ref(), version) for ref, version in state.inputs]
+        live = [(t, v) for t, v in live if t is not None]
+        if live and not state.unchanged_reported and not state.updates_inputs:
+            self._check_unchanged(state, live)
+        state.inputs = [(weakref.ref(t), t._version) for t, _ in live]
+
+    def _check_unchanged(self, state: GraphState, live: list[tuple[Any, int]]) -> None:
+        """GL506 when the inputs' version counters stood still since the last replay and their
+        contents did too. Version counters miss writes that bypass autograd's bookkeeping (a
+        buffer refilled through another tensor on the same storage, data written by an
+        extension), so the first standstill only takes a copy of the inputs and the next one
+        compares: a finding needs both."""
+        if state.replays < 2 or any(t._version != v for t, v in live):
+            state.baseline = None
+            return
+        self._outer.__exit__(None, None, None)  # the guard's own copies and comparisons are not reads
+        try:
+            if state.baseline is None:
+                state.baseline = content_baseline([t for t, _ in live])
+                return
+            same = all(torch_equal(copy, tensor) for tensor, copy in state.baseline)
+        finally:
+            self._outer.__enter__()
+        state.baseline = None
+        state.unchanged_reported = True  # written behind the counters, or reported: judged once either way
+        if same:
+            self._report(
+                REPLAY_ON_UNCHANGED_INPUTS,
+                f"replay {state.replays} of the {state.label} runs on static inputs that were not written since "
+                f"replay {state.replays - 2} (same version counters, same contents): it recomputes the same result",
+                state,
+            )
+
+    def _check_kept(self, state: GraphState) -> None:
+        """GL503 for a static output kept across replays: a list, dict or deque whose entries
+        are that very tensor, grown to two or more since an earlier replay. The heap is scanned
+        only for an output whose reference count reached a new high since the previous replay."""
+        state.outputs = [(ref, watch) for ref, watch in state.outputs if ref() is not None]
+        for ref, watch in state.outputs:
+            tensor = ref()
+            if tensor is None:
+                continue
+            for container, count in watch.check(tensor, sys.getrefcount(tensor)):
+                if id(container) in state.kept_reported:
+                    continue
+                state.kept_reported.add(id(container))
+                output = f"a {str(tensor.dtype).removeprefix('torch.')} tensor of shape {tuple(tensor.shape)}"
+                self._report(
+                    STALE_OUTPUT_READ,
+                    kept_output_message(state.label, output, container, count, state.replays),
+                    state,
+                )
+
+    # -- graphed gradients (GL509) -------------------------------------------------------
+    def _watch_grads(self, callables: Any, graph_ids: list[int]) -> None:
+        """The graphs make_graphed_callables just captured, and the parameters whose `.grad` may
+        come to alias their static gradient buffers."""
+        params = [(name, weakref.ref(p)) for name, p in named_parameters(callables)]
+        for graph_id in graph_ids:
+            state = self._graphs[graph_id]
+            state.params = params
+            state.label = f"graph made by make_graphed_callables at {state.site[0]}:{state.site[1]}"
+
+    def _check_grad_alias(self, graph_id: int, state: GraphState) -> None:
+        params = [(name, ref()) for name, ref in state.params]
+        params = [(name, p) for name, p in params if p is not None]
+        records = [GradRecord(name, storage_address(p.grad)) for name, p in params]
+        names = self._grad_alias.judge(graph_id, records, state.output_ranges)
+        if names:
+            state.grad_aliased.update(names)
+            self._report(GRAPHED_GRAD_ALIAS, grad_alias_message(names, state.label, state.replays), state)
+        for name, p in params:  # their stale reads, at this replay and every later one, are GL509: not GL503
+            if name in state.grad_aliased and p.grad is not None:
+                self._handles.pop(id(p.grad), None)
+
+    # -- handles -------------------------------------------------------------------------
+    def _note_new(self, tensor: Any) -> None:
+        if self._capturing:
+            return
+        try:
+            ptr = tensor.untyped_storage().data_ptr()
+        except Exception:
+            return
+        for graph_id, state in self._graphs.items():
+            if state.replays and any(start <= ptr < start + size for start, size in state.output_ranges):
+                key = id(tensor)
+                self._handles[key] = (
+                    weakref.ref(tensor, lambda _, k=key: self._handles.pop(k, None)),
+                    graph_id,
+                    state.replays,
+                )
+                return
+
+    def _check_read(self, tensor: Any) -> None:
+        entry = self._handles.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:
+            return
+        _, graph_id, generation = entry
+        state = self._graphs.get(graph_id)
+        if state is None or state.replays <= generation:
+            return
+        self._handles.pop(id(tensor), None)  # one report per handle
+        self._report(
+            STALE_OUTPUT_READ,
+            f"an output of replay {generation} of the {state.label} is read after replay {state.replays} overwrote it",
+            state,
+        )
+
+    def _report(self, rule: Any, message: str, state: GraphState | None = None) -> None:
+        """A finding at the user's line (on the engine thread: the backward() call; with no user
+        frame at all: the line that captured the graph)."""
+        where = user_site()
+        if where == UNKNOWN_SITE and state is not None:
+            where = state.site
+        finding = rule_finding(rule, message, where)
+        self.findings.append(finding)
+        if self.mode == "raise" and rule.code == "GL503":
+            raise StaleOutputRead(message)

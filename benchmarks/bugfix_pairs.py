@@ -343,10 +343,10 @@ def print_table(rows: list[dict], modes: list[str]) -> None:
             f"{row['key']:<28} {','.join(row['codes']):<22} " + " ".join(f"{c:<9}" for c in cells) + f" {row['reason']}"
         )
     print()
+    streams = [r for r in rows if all(c.startswith(STREAM_PREFIX) for c in r["codes"])]
     for mode in modes:
-        caught = sum(1 for r in rows if r["modes"].get(mode, {}).get("caught"))
-        streams = [r for r in rows if all(c.startswith(STREAM_PREFIX) for c in r["codes"])]
-        caught_streams = sum(1 for r in streams if r["modes"].get(mode, {}).get("caught"))
+        caught = _count_caught(rows, mode)
+        caught_streams = _count_caught(streams, mode)
         print(
             f"{mode:<8} caught {caught}/{len(rows)}"
             f"  (stream {caught_streams}/{len(streams)}, capture and replay "
@@ -358,6 +358,11 @@ def print_table(rows: list[dict], modes: list[str]) -> None:
     reasons = Counter(r["reason"] for r in rows if r["reason"])
     if reasons:
         print("default-mode misses: " + ", ".join(f"{k} {v}" for k, v in reasons.most_common()))
+
+
+def _count_caught(rows: list[dict], mode: str) -> int:
+    """How many of ``rows`` ``mode`` caught (a row not run in that mode is not caught)."""
+    return sum(1 for r in rows if r["modes"].get(mode, {}).get("caught"))
 
 
 def _cell(result: dict | None) -> str:
@@ -374,14 +379,10 @@ def print_findings(rows: list[dict]) -> None:
         for mode, result in row["modes"].items():
             if result["error"]:
                 print(f"{row['key']} [{mode}] error: {result['error']}")
-            for finding in result["parent"]:
-                print(
-                    f"{row['key']} [{mode}] parent {row['file']}:{finding['line']}: {finding['code']} {finding['message']}"
-                )
-            for finding in result["fix"]:
-                print(
-                    f"{row['key']} [{mode}] fix    {row['file']}:{finding['line']}: {finding['code']} {finding['message']}"
-                )
+            for side, label in (("parent", "parent"), ("fix", "fix   ")):
+                for finding in result[side]:
+                    where = f"{row['file']}:{finding['line']}"
+                    print(f"{row['key']} [{mode}] {label} {where}: {finding['code']} {finding['message']}")
 
 
 def markdown(rows: list[dict], modes: list[str], measured: str) -> str:
@@ -403,8 +404,7 @@ def markdown(rows: list[dict], modes: list[str], measured: str) -> str:
         )
     lines.append("")
     for mode in modes:
-        caught = sum(1 for r in rows if r["modes"].get(mode, {}).get("caught"))
-        lines.append(f"- {mode}: {caught}/{len(rows)} caught")
+        lines.append(f"- {mode}: {_count_caught(rows, mode)}/{len(rows)} caught")
     return "\n".join(lines) + "\n"
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from graphlint.findings import Finding
 from graphlint.fixing.apply import parses
+from graphlint.fixing.edits import fixable_text
 
 UPDATE_ENV = "GRAPHLINT_UPDATE_SNAPSHOTS"
 _CONTEXT_LINES = 2
@@ -57,16 +58,6 @@ def render_findings(findings: list[dict], read_source: ReadSource, root: str | N
     return "\n\n".join([header, *blocks]) + "\n"
 
 
-def _fixable_text(data: bytes | None) -> str | None:
-    """Decode as `graphlint check --fix` does; None where it would not fix either."""
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return None
-
-
 def _render_one(finding: Finding, data_of: Callable[[str], bytes | None], root: str | None) -> str:
     path = display_path(finding.path, root)
     span = f"{finding.line}:{finding.column}-{finding.end_line}:{finding.end_column}"
@@ -80,7 +71,7 @@ def _render_one(finding: Finding, data_of: Callable[[str], bytes | None], root: 
         lines.extend(f"    {display_path(s.path, root)}:{s.line} in {s.function}" for s in finding.call_path)
     if finding.fix is not None:
         lines.append(f"  fix ({finding.fix.applicability}): {_printable(finding.fix.message)}")
-        lines.extend(_fix_diff(finding, _fixable_text(data), path))
+        lines.extend(_fix_diff(finding, fixable_text(data), path))
     return "\n".join(line.rstrip() for line in lines)
 
 

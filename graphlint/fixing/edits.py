@@ -307,7 +307,7 @@ def with_edits(findings: list[Finding], sources: Mapping[str, bytes]) -> list[Fi
             wanted.setdefault(finding.path, []).append(index)
     result = list(findings)
     for path, indexes in wanted.items():
-        text = _decoded(sources.get(path))
+        text = fixable_text(sources.get(path))
         fixes = {findings[i].fix.operations for i in indexes}  # type: ignore[union-attr]
         edits = _edits_of(text, fixes) if text is not None else {}
         for i in indexes:
@@ -332,7 +332,8 @@ def _edits_of(text: str, fixes: set[tuple[FixOperation, ...]]) -> dict[tuple[Fix
     return edits
 
 
-def _decoded(data: bytes | None) -> str | None:
+def fixable_text(data: bytes | None) -> str | None:
+    """The text `--fix` edits (a BOM dropped); None where it would not fix (no file, not UTF-8)."""
     if data is None:
         return None
     try:

@@ -48,7 +48,22 @@ class FunctionTarget(_Target):
         return self.name
 
 
-class MethodTarget(_Target):
+class _OwnedTarget(_Target):
+    """A kind over ``(kind, owner, name)``: a name looked up on a class."""
+
+    __slots__ = ()
+
+    @property
+    def owner(self) -> str:
+        """The class qualname (for a super call, the class whose method makes it)."""
+        return self[1]
+
+    @property
+    def name(self) -> str:
+        return self[2]
+
+
+class MethodTarget(_OwnedTarget):
     """``obj.name(...)`` on an instance of a known class: a method, or a callable attribute
     (an attribute that holds an instance of another project class)."""
 
@@ -56,15 +71,6 @@ class MethodTarget(_Target):
 
     def __new__(cls, owner: str, name: str) -> MethodTarget:
         return tuple.__new__(cls, ("method", owner, name))
-
-    @property
-    def owner(self) -> str:
-        """The class qualname."""
-        return self[1]
-
-    @property
-    def name(self) -> str:
-        return self[2]
 
     def text(self) -> str:
         return f"{self.owner}.{self.name}"
@@ -87,22 +93,13 @@ class InstanceCall(_Target):
         return f"{self.cls}(...) instance call"
 
 
-class SuperCall(_Target):
+class SuperCall(_OwnedTarget):
     """``super().name(...)`` in a method of ``owner``: looked up from its bases."""
 
     __slots__ = ()
 
     def __new__(cls, owner: str, name: str) -> SuperCall:
         return tuple.__new__(cls, ("super", owner, name))
-
-    @property
-    def owner(self) -> str:
-        """The class whose method makes the call."""
-        return self[1]
-
-    @property
-    def name(self) -> str:
-        return self[2]
 
     def text(self) -> str:
         return f"super({self.owner}).{self.name}"

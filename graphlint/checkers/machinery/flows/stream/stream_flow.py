@@ -15,9 +15,9 @@ ordering operations: `a.wait_stream(b)`, `a.wait_event(e)`, `e.record()`/`e.reco
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
@@ -32,11 +32,13 @@ from graphlint.checkers.machinery.flows.stream.stream_identity import (
     counter_test,
     int_value,
 )
-from graphlint.checkers.machinery.flows.stream.stream_releases import Deferred, DeferredReleases
+from graphlint.checkers.machinery.flows.stream.stream_releases import Deferred, DeferredReleases, LoopPass
 from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, Storage, TensorState, Use, closure
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder, ModuleState
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -516,15 +518,19 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
 
     def _this_pass_producers(self, producers: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """``producers`` less those of an earlier loop pass, when this pass wrote too."""
-        current = [p for p in producers if not any(loop.earlier_pass(p[1]) for loop in self.loops)]
-        return current or producers
+        return self._drop_earlier_passes(producers, lambda loop, p: loop.earlier_pass(p[1]))
 
     def _this_pass(self, storages: list[Storage]) -> list[Storage]:
         """The memory a use touches (views' bases, holders' contents), less what an earlier
         loop pass made, when this pass made some of it too (the same missing `else`)."""
         touched = list(closure(storages))
-        current = [s for s in touched if not any(loop.earlier_pass_storage(s.ident) for loop in self.loops)]
-        return current or touched
+        return self._drop_earlier_passes(touched, lambda loop, s: loop.earlier_pass_storage(s.ident))
+
+    def _drop_earlier_passes(self, items: list[_T], earlier: Callable[[LoopPass, _T], bool]) -> list[_T]:
+        """``items`` less those an enclosing loop's earlier pass made; all of them when every
+        one is that old (then the earlier pass is the only evidence there is)."""
+        current = [item for item in items if not any(earlier(loop, item) for loop in self.loops)]
+        return current or items
 
     def _host_synced(self, stream: str, cutoff: int, now: int, floor: int = 0) -> bool:
         """Has the host waited for ``stream``'s work up to ``cutoff`` (a sync, a blocking copy)?

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(eq=False)
-class _Loop:
+class LoopPass:
     """An open loop: the releases before it, its start, and where its latest pass began."""
 
     body: list[ast.stmt]
@@ -75,7 +75,7 @@ class DeferredReleases:
 
     def init_releases(self) -> None:
         self.deferred: list[Deferred] = []
-        self.loops: list[_Loop] = []
+        self.loops: list[LoopPass] = []
 
     def ordered(self, producer: str, cutoff: int, consumer: str, now: int) -> bool:  # pragma: no cover
         raise NotImplementedError
@@ -124,7 +124,7 @@ class DeferredReleases:
         self.deferred = kept
 
     def loop_entered(self, body: list[ast.stmt]) -> None:
-        self.loops.append(_Loop(body, self.deferred_before(), self.tick(), start_ident=ident_mark()))
+        self.loops.append(LoopPass(body, self.deferred_before(), self.tick(), start_ident=ident_mark()))
 
     def pass_began(self, body: list[ast.stmt]) -> None:
         """A block starts: when it is the innermost loop's body, a new pass of that loop."""
@@ -157,7 +157,7 @@ class DeferredReleases:
                 self._judge(release, now)
         self.deferred = kept
 
-    def _waited_at_top(self, loop: _Loop, alloc: str, uses: list[Use]) -> bool:
+    def _waited_at_top(self, loop: LoopPass, alloc: str, uses: list[Use]) -> bool:
         """Does the last pass make ``alloc`` wait for every stream of ``uses`` (or sync the
         host) before its first work on ``alloc``? The next pass does the same after the release."""
         first = loop.first_work.get(alloc)

@@ -230,6 +230,10 @@ class Comparison:
     lost_true: list[dict] = field(default_factory=list)
     gone_false: list[dict] = field(default_factory=list)
     verdicts: dict[LabelKey, str] = field(default_factory=dict)
+    # Findings of a default-set rule's preview behaviour ("preview": true in the report): they
+    # count for the behaviour, not for the default set.
+    preview: set[LabelKey] = field(default_factory=set)
+    preview_mismatch: list[dict] = field(default_factory=list)  # the label says otherwise
 
 
 def compare(outcomes: list[Outcome], labels: dict) -> Comparison:
@@ -244,10 +248,14 @@ def compare(outcomes: list[Outcome], labels: dict) -> Comparison:
             key = label_key(outcome.package.name, finding)
             seen.add(key)
             label = labels.get(key)
+            if finding.get("preview"):
+                result.preview.add(key)
             if label is None:
                 result.unlabelled.append((outcome.package.name, finding))
-            else:
-                result.verdicts[key] = label["verdict"]
+                continue
+            result.verdicts[key] = label["verdict"]
+            if bool(label.get("preview")) != bool(finding.get("preview")):
+                result.preview_mismatch.append(label)
     for key, label in sorted(labels.items()):
         if key[0] in checked and key not in seen:
             (result.lost_true if label["verdict"] == "true" else result.gone_false).append(label)
@@ -264,8 +272,11 @@ def precision_table(verdicts: dict[LabelKey, str], by: int) -> dict[str, tuple[i
     return {name: (row[0], row[1]) for name, row in sorted(table.items())}
 
 
-def default_set_precision(verdicts: dict, preview_codes: set[str]) -> tuple[int, int]:
-    decided = [v for k, v in verdicts.items() if k[4] not in preview_codes]
+def default_set_precision(
+    verdicts: dict, preview_codes: set[str], preview_keys: set[LabelKey] | frozenset = frozenset()
+) -> tuple[int, int]:
+    """(true, decided) over what the default mode reports: no preview rule, no preview behaviour."""
+    decided = [v for k, v in verdicts.items() if k[4] not in preview_codes and k not in preview_keys]
     return sum(v == "true" for v in decided), len(decided)
 
 
@@ -441,10 +452,15 @@ def print_report(outcomes: list[Outcome], comparison: Comparison, preview: set[s
     print("\n## Rules\n")
     print("| code | set | true | decided | precision |")
     print("|---|---|---:|---:|---:|")
-    for code, (true, decided) in precision_table(comparison.verdicts, 4).items():
-        where = "preview" if code in preview else "default"
+    behaviour = {k: v for k, v in comparison.verdicts.items() if k in comparison.preview}
+    default_mode = {k: v for k, v in comparison.verdicts.items() if k not in comparison.preview}
+    rows = [
+        (code, "preview" if code in preview else "default", n) for code, n in precision_table(default_mode, 4).items()
+    ]
+    rows += [(code, "preview behaviour", n) for code, n in precision_table(behaviour, 4).items()]
+    for code, where, (true, decided) in sorted(rows):
         print(f"| {code} | {where} | {true} | {decided} | {_percent(true, decided)} |")
-    true, decided = default_set_precision(comparison.verdicts, preview)
+    true, decided = default_set_precision(comparison.verdicts, preview, comparison.preview)
     print(f"\nDefault set: {true}/{decided} true ({_percent(true, decided)}).")
     if recall:
         hits = sum(recall.values())
@@ -495,7 +511,12 @@ def failures(
         problems.append(
             f"a true finding disappeared: {label['package']} {label['path']}:{label['line']} {label['code']}"
         )
-    true, decided = default_set_precision(comparison.verdicts, preview)
+    for label in comparison.preview_mismatch:
+        problems.append(
+            f"the label's preview flag is not the finding's (set \"preview\": true exactly on preview-behaviour "
+            f"findings): {label['package']} {label['path']}:{label['line']} {label['code']}"
+        )
+    true, decided = default_set_precision(comparison.verdicts, preview, comparison.preview)
     if decided and true / decided < PRECISION_FLOOR:
         problems.append(f"default-set precision {true}/{decided} is below {PRECISION_FLOOR:.0%}")
     return problems
@@ -510,6 +531,7 @@ def write_stubs(path: Path, comparison: Comparison) -> None:
                 "line": finding["line"],
                 "column": finding["column"],
                 "code": finding["code"],
+                **({"preview": True} if finding.get("preview") else {}),
                 "message": finding["message"],
                 "verdict": None,
                 "cause": "",

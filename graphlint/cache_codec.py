@@ -25,7 +25,13 @@ from typing import Any
 from graphlint.checkers.machinery.core import call_targets, model
 from graphlint.checkers.machinery.flows.replay import runner_trace
 from graphlint.findings import CallSite, Edit, Finding, Fix
-from graphlint.fixing.ops import AppendMethodCall, InsertStatementAfter, ReplaceAssignWithCopy, SetKeyword
+from graphlint.fixing.ops import (
+    AppendMethodCall,
+    InsertStatementAfter,
+    RenameAttribute,
+    ReplaceAssignWithCopy,
+    SetKeyword,
+)
 from graphlint.suppressions import Suppression
 
 _MAGIC = b"graphlint-cache"
@@ -53,6 +59,7 @@ _DATACLASSES: tuple[type, ...] = (
     ReplaceAssignWithCopy,
     SetKeyword,
     InsertStatementAfter,
+    RenameAttribute,
     Finding,
     CallSite,
 )

@@ -266,6 +266,7 @@ def _filter(
         if summary.skip_file:
             continue
         enabled = enabled_codes(source.settings, selection, relative_to_root(source.path, source.settings))
+        preview = source.settings.preview if selection.preview is None else selection.preview
         used: dict[int, set[str]] = {}
         used_blocks: set[SuppressedBlock] = set()
         for finding in by_path.get(source.display, []):
@@ -279,6 +280,8 @@ def _filter(
             if block is not None:
                 used_blocks.add(block)
                 continue
+            if finding.preview and not preview:
+                continue  # after the suppressions: one written in preview mode is not unused without it
             kept.append(finding)
         if UNUSED_SUPPRESSION.code in enabled:
             kept.extend(_unused_suppressions(source.display, summary, enabled, used))

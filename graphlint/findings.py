@@ -103,6 +103,9 @@ class Finding:
     end_column: int
     fix: Fix | None = None
     call_path: tuple[CallSite, ...] = field(default=())
+    # A finding of a default-set rule that only preview mode reports: a newer behaviour of
+    # the rule, below the 90% bar on the corpus (ruff's "preview behaviour" of a stable rule).
+    preview: bool = False
 
     @classmethod
     def of(
@@ -113,11 +116,23 @@ class Finding:
         span: tuple[int, int, int, int],
         fix: Fix | None = None,
         call_path: tuple[CallSite, ...] = (),
+        preview: bool = False,
     ) -> Finding:
         """The one way to make a finding of ``rule`` (a `registry.Rule`) at a 1-based ``span``."""
         line, column, end_line, end_column = span
         return cls(
-            rule.code, rule.name, rule.severity, message, path, line, column, end_line, end_column, fix, call_path
+            rule.code,
+            rule.name,
+            rule.severity,
+            message,
+            path,
+            line,
+            column,
+            end_line,
+            end_column,
+            fix,
+            call_path,
+            preview and not rule.preview,  # a preview rule's findings are all preview: its code says so
         )
 
     def sort_key(self) -> tuple[str, int, int, str, str]:
@@ -134,7 +149,7 @@ class Finding:
         return self.fix is not None and self.fix.applicability == "safe"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "code": self.code,
             "name": self.name,
             "severity": self.severity,
@@ -147,6 +162,9 @@ class Finding:
             "fix": self.fix.to_dict() if self.fix else None,
             "call_path": [site.to_dict() for site in self.call_path],
         }
+        if self.preview:  # only then: a default-mode report is the same as before the key existed
+            data["preview"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
@@ -162,6 +180,7 @@ class Finding:
             end_column=data["end_column"],
             fix=Fix.from_dict(data.get("fix")),
             call_path=tuple(CallSite.from_dict(s) for s in data.get("call_path", ())),
+            preview=bool(data.get("preview", False)),
         )
 
     def call_path_text(self) -> str:

@@ -35,6 +35,9 @@ class Rule:
     # from graphlint/rule_evidence_data.py, generated from the labels and fixtures.
     preview_reason: str = ""
     default_set_note: str = ""  # anything more to say about a default-set rule's evidence
+    # A default-set rule's preview behaviour, in words: what it reports only with `--preview`
+    # (ruff's model: a stable rule whose newer, noisier cases wait for the 90% bar).
+    preview_behaviour: str = ""
     # What the hazard does in each kind of capture region ("graph", "compile"), appended to
     # the candidate's message when the project phase reports it.
     consequences: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
@@ -82,10 +85,28 @@ class Rule:
                 f"`[tool.graphlint]`. {measured[:1].upper()}{measured[1:]} {self.preview_reason} {pinned}"
             )
             return [textwrap.fill(" ".join(text.split()), 88), ""]
+        lines = []
         if measured or self.default_set_note:
             text = f"In the default set: {measured} {pinned} {self.default_set_note}"
-            return [textwrap.fill(" ".join(text.split()), 88), ""]
-        return []
+            lines += [textwrap.fill(" ".join(text.split()), 88), ""]
+        if self.preview_behaviour:
+            text = f"Preview behaviour, only with `--preview`: {self.preview_behaviour} {preview_evidence(self.code)}"
+            lines += [textwrap.fill(" ".join(text.split()), 88), ""]
+        return lines
+
+
+def preview_evidence(code: str) -> str:
+    """How the findings of a default-set rule's preview behaviour were labelled on the corpus."""
+    from graphlint.rule_evidence_data import PREVIEW_EVIDENCE
+
+    counts = PREVIEW_EVIDENCE.get(code, {})
+    labelled, true = counts.get("labelled", 0), counts.get("true", 0)
+    if not labelled:
+        return "It reported nothing on the corpus."
+    return (
+        f"On the corpus, {true} of those {labelled} labelled findings {'is' if true == 1 else 'are'} real "
+        f"({true / labelled:.1%}), so they wait in preview."
+    )
 
 
 def rule_evidence(code: str) -> tuple[str, str]:

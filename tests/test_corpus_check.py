@@ -134,7 +134,8 @@ def test_default_rules_with_few_corpus_findings_say_why_they_stay_and_noisy_ones
     for code, rule in all_rules().items():
         if not ("GL100" < code < "GL500"):
             continue
-        decided = [label for key, label in labels.items() if key[4] == code]
+        # what the default mode reports: a default-set rule's preview behaviour counts apart
+        decided = [label for key, label in labels.items() if key[4] == code and not label.get("preview")]
         true = sum(label["verdict"] == "true" for label in decided)
         if decided and true / len(decided) < corpus.PRECISION_FLOOR:
             assert rule.preview, f"{code}: {true}/{len(decided)} on the corpus must be preview"

@@ -19,7 +19,14 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from graphlint.findings import Edit, Finding
-from graphlint.fixing.ops import AppendMethodCall, FixOperation, InsertStatementAfter, ReplaceAssignWithCopy, SetKeyword
+from graphlint.fixing.ops import (
+    AppendMethodCall,
+    FixOperation,
+    InsertStatementAfter,
+    RenameAttribute,
+    ReplaceAssignWithCopy,
+    SetKeyword,
+)
 
 Rewrite = Callable[[cst.CSTNode], "cst.CSTNode | cst.FlattenSentinel"]
 
@@ -35,6 +42,7 @@ _KINDS: dict[type, tuple[type, ...]] = {
     ReplaceAssignWithCopy: (cst.Assign,),
     SetKeyword: (cst.Call,),
     InsertStatementAfter: (cst.BaseSmallStatement, cst.BaseCompoundStatement),
+    RenameAttribute: (cst.Attribute,),
 }
 
 
@@ -136,6 +144,10 @@ def _rewrite_for(
     if isinstance(operation, SetKeyword):
         value = _parse_expression(operation.value, config)
         return node, lambda updated: _set_keyword(updated, operation.keyword, value)
+    if isinstance(operation, RenameAttribute):
+        if not operation.attr.isidentifier():
+            raise FixError(f"the fix's attribute `{operation.attr}` is not a Python name")
+        return node, lambda updated: updated.with_changes(attr=cst.Name(operation.attr))
     line = _parse_simple_statement(operation.code, config)
     if isinstance(node, cst.BaseCompoundStatement):
         return node, lambda updated: cst.FlattenSentinel([updated, line])

@@ -50,7 +50,15 @@ class InsertStatementAfter:
     code: str
 
 
-FixOperation = AppendMethodCall | ReplaceAssignWithCopy | SetKeyword | InsertStatementAfter
+@dataclass(frozen=True)
+class RenameAttribute:
+    """``base.old`` -> ``base.attr``: call the sibling operation (`default_stream` -> `current_stream`)."""
+
+    span: Span  # the attribute expression
+    attr: str
+
+
+FixOperation = AppendMethodCall | ReplaceAssignWithCopy | SetKeyword | InsertStatementAfter | RenameAttribute
 
 
 def overlaps(a: Span, b: Span) -> bool:

@@ -258,8 +258,10 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         needs_region: int | None = None,
         graph_only: bool = False,
         host_if: tuple[str, str] | None = None,
+        preview: bool = False,
     ) -> None:
-        """A candidate finding at ``node``; the project phase decides whether it is one."""
+        """A candidate finding at ``node``; the project phase decides whether it is one.
+        ``preview``: a newer behaviour of a default-set rule, reported only in preview mode."""
         if not self.record or (self.guarded and not always):
             return
         line, col, end_line, end_col = self.st.span(node)
@@ -277,6 +279,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
                 needs_region,
                 graph_only,
                 host_if,
+                preview,
             )
         )
 

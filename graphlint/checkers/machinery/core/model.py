@@ -60,6 +60,7 @@ class Hazard(Compact):
     guards on it (`torch.tensor(3, device="cuda")` is a constant, not a stale copy).
     ``host_if`` (class, attribute): the candidate reads that attribute of an instance of a
     project class, and is none if the class holds host data there (`host_attributes`).
+    ``preview``: a preview behaviour of its rule, reported only in preview mode.
     """
 
     code: str
@@ -74,6 +75,7 @@ class Hazard(Compact):
     needs_region: int | None = None
     graph_only: bool = False
     host_if: tuple[str, str] | None = None
+    preview: bool = False
 
 
 @dataclass

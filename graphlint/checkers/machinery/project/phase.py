@@ -135,4 +135,4 @@ class Project(Resolver):
     @staticmethod
     def _finding(path: str, hazard: Hazard, rule: Rule, message: str, call_path: tuple[CallSite, ...]) -> Finding:
         span = (hazard.line, hazard.column, hazard.end_line, hazard.end_column)
-        return Finding.of(rule, message, path, span, hazard.fix, call_path)
+        return Finding.of(rule, message, path, span, hazard.fix, call_path, hazard.preview)

@@ -1,44 +1,80 @@
-"""GL302 cross-stream-use-without-wait."""
+"""GL302 cross-stream-use-without-wait.
+
+Two behaviours. In the default set: a wait that orders the *default* stream where the
+function's own work is on the *current* one (`side.wait_stream(torch.cuda.default_stream())`,
+`torch.cuda.default_stream().wait_stream(side)`): the two differ in autograd's backward and
+under a caller's stream context, and DeepSpeed and Megatron-LM both shipped it as a NaN bug
+(fixed by waiting on `current_stream()`). In preview: a tensor produced on one stream and
+used on another with no wait between, which on real code is mostly ordered elsewhere.
+"""
 
 from __future__ import annotations
 
+import ast
+
 from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.flows.stream.stream_flow import MAIN, CrossStreamUse, show_stream
+from graphlint.checkers.machinery.flows.stream.stream_flow import (
+    MAIN,
+    CrossStreamUse,
+    DefaultStreamWait,
+    show_stream,
+)
+from graphlint.findings import Fix
+from graphlint.fixing.ops import RenameAttribute
 from graphlint.registry import Rule, declare
 
 RULE = declare(
     Rule(
         code="GL302",
-        preview=True,
-        preview_reason=(
-            "The false ones are orderings done by a caller or callee in another file, events handed in by keyword, and streams from helpers in other files."
+        fix="unsafe",
+        preview_behaviour=(
+            "a tensor produced on one stream and used on another with no wait between them, "
+            "into a side-stream block or out of it. The false ones are orderings done by a caller "
+            "or callee in another file, events handed in by keyword, and streams from helpers in "
+            "other files."
+        ),
+        default_set_note=(
+            "The default mode reports the waits that name the default stream for the current one; "
+            "real code has few, and each one the history benchmark met was a bug its maintainers "
+            "fixed (benchmarks/recall/bugfix_pairs.toml: DeepSpeed be60451f, Megatron-LM 3548385a)."
         ),
         name="cross-stream-use-without-wait",
         summary=(
             "A tensor produced on one stream and used on another with no `wait_stream`, "
             "`wait_event` or event wait between producer and consumer, in either direction (into "
-            "a side-stream block, or out of it)."
+            "a side-stream block, or out of it); or a wait that orders the default stream where "
+            "the producer or consumer is the current stream."
         ),
-        why="Streams run concurrently: the consumer can read the tensor before the producer has written it.",
+        why=(
+            "Streams run concurrently: the consumer can read the tensor before the producer has "
+            "written it. `default_stream()` is the current stream only until something sets "
+            "another: autograd runs backward ops (and their hooks) on the stream of their forward "
+            "op, and a caller may run the code under `with torch.cuda.stream(s):`."
+        ),
         example="""
             import torch
 
-            side = torch.cuda.Stream()
-            x = torch.randn(8, 64, device="cuda")
-            h = model(x)
-            with torch.cuda.stream(side):
-                summary = h.mean()
+            class GradReducer:
+                def __init__(self):
+                    self.side = torch.cuda.Stream()
+
+                def reduce(self, grad, bucket):
+                    self.side.wait_stream(torch.cuda.default_stream())
+                    with torch.cuda.stream(self.side):
+                        bucket.copy_(grad, non_blocking=True)
         """,
         use_instead="""
             import torch
 
-            side = torch.cuda.Stream()
-            x = torch.randn(8, 64, device="cuda")
-            h = model(x)
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                summary = h.mean()
+            class GradReducer:
+                def __init__(self):
+                    self.side = torch.cuda.Stream()
+
+                def reduce(self, grad, bucket):
+                    self.side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(self.side):
+                        bucket.copy_(grad, non_blocking=True)
         """,
     )
 )
@@ -55,4 +91,31 @@ class CrossStreamUseWithoutWait(Detector):
             f"`{event.name}` is produced on `{show_stream(event.producer)}` and used on "
             f"`{show_stream(event.stream)}` ({direction} a side-stream block) with no wait between them",
             always=True,
+            preview=True,
         )
+
+    def on_DefaultStreamWait(self, w: FunctionWalker, event: DefaultStreamWait) -> None:
+        side = show_stream(event.side)
+        if event.join:
+            what = f"the default stream waits for `{side}`, but the work after it here is queued on the current stream"
+        else:
+            what = f"`{side}` waits for the default stream, but the work it must follow is queued on the current stream"
+        w.hazard(
+            RULE.code,
+            event.node,
+            f"{what}, which is another stream in autograd's backward or under a caller's "
+            "`torch.cuda.stream(...)`: the two are not ordered",
+            fix=_current_stream_fix(w, event.default),
+            always=True,
+        )
+
+
+def _current_stream_fix(w: FunctionWalker, default: ast.Call) -> Fix | None:
+    """`torch.cuda.default_stream()` -> `torch.cuda.current_stream()`, in the spelling used."""
+    if not isinstance(default.func, ast.Attribute):
+        return None  # `default_stream()` imported by name: `current_stream` may not be
+    return Fix(
+        "unsafe",
+        "wait on the stream the work is queued on: `current_stream()`",
+        (RenameAttribute(w.st.span(default.func), "current_stream"),),
+    )

@@ -31,6 +31,7 @@ from graphlint.checkers.machinery.flows.stream.stream_identity import (
     StreamNames,
     counter_test,
     int_value,
+    names_default_stream,
 )
 from graphlint.checkers.machinery.flows.stream.stream_releases import Deferred, DeferredReleases, LoopPass
 from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, Storage, TensorState, Use, closure
@@ -83,7 +84,20 @@ class UnsyncedHostRead:
     copy: ast.AST
 
 
-EVENTS = (ReleasedInUse, HandedWithoutRecord, CrossStreamUse, UnsyncedHostRead)
+@dataclass(frozen=True)
+class DefaultStreamWait:
+    """``side.wait_stream(default_stream())`` (a fork) or ``default_stream().wait_stream(side)``
+    (a join) where the function's own work is on the current stream: the wait orders the
+    wrong stream whenever the two differ (autograd's backward, a caller's stream context)."""
+
+    kind: ClassVar[str] = "default-wait"
+    node: ast.Call
+    default: ast.Call  # the `default_stream()` call
+    side: str
+    join: bool
+
+
+EVENTS = (ReleasedInUse, HandedWithoutRecord, CrossStreamUse, UnsyncedHostRead, DefaultStreamWait)
 
 
 def show_stream(stream: str) -> str:
@@ -686,6 +700,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         """Waits, event records and synchronisations: what orders one stream after another."""
         if method == "wait_stream" and call.args:
             self.waits.append((self.stream_of(receiver), self.stream_of(call.args[0]), now, now))
+            self._default_stream_wait(call, receiver, call.args[0])
         elif method == "wait_event" and call.args:
             event = self.events.get(source_text(call.args[0]))
             if event is not None:
@@ -706,6 +721,18 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             self.host_syncs.append((None, now, now))
         elif method == "synchronize":
             self._synchronize(receiver, now)
+
+    def _default_stream_wait(self, call: ast.Call, waiter: ast.expr, waited: ast.expr) -> None:
+        """A fork from or a join into the default stream, made outside any stream block of a
+        function (a module's top level runs on the default stream: there the two are one)."""
+        if self.w.is_module or self.off_device or self.current[-1] != MAIN:
+            return
+        for default, side, join in ((waited, waiter, False), (waiter, waited, True)):
+            if isinstance(default, ast.Call) and names_default_stream(self.w, default):
+                stream = self.stream_of(side)
+                if stream not in (MAIN, UNKNOWN) and not names_default_stream(self.w, side):
+                    self.emit(DefaultStreamWait(call, default, stream, join))
+                return
 
     def _synchronize(self, receiver: ast.expr, now: int) -> None:
         if self._is_event(receiver):
@@ -916,9 +943,12 @@ def _called_name(node: ast.AST) -> str | None:
 
 
 def _is_stream_use(node: ast.AST) -> bool:
-    """A stream switch (``.stream``, ``StreamContext``) or an asynchronous copy (``non_blocking=``)."""
+    """A stream switch (``.stream``, ``StreamContext``), an asynchronous copy (``non_blocking=``),
+    or the default stream named (a join into it may be all a function does with streams)."""
     if isinstance(node, ast.Attribute):
-        return node.attr in ("stream", "StreamContext")
+        return node.attr in ("stream", "StreamContext", "default_stream")
+    if isinstance(node, ast.Name):
+        return node.id == "default_stream"
     return isinstance(node, ast.keyword) and node.arg == "non_blocking"
 
 

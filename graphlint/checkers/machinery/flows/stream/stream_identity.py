@@ -129,6 +129,11 @@ def _names_current_call(walker: Binder, node: ast.AST) -> str | None:
     return None
 
 
+def names_default_stream(walker: Binder, node: ast.AST) -> bool:
+    """`torch.cuda.default_stream()` in any spelling (`get_accelerator().default_stream()`)."""
+    return _names_current_call(walker, node) == DEFAULT_STREAM
+
+
 _CURRENT_GETTER = re.compile(r"(get_)?current(_[a-z]+)*_stream(_fast|_cached)?")
 
 

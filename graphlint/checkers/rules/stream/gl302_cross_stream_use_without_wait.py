@@ -4,8 +4,10 @@ Two behaviours. In the default set: a wait that orders the *default* stream wher
 function's own work is on the *current* one (`side.wait_stream(torch.cuda.default_stream())`,
 `torch.cuda.default_stream().wait_stream(side)`): the two differ in autograd's backward and
 under a caller's stream context, and DeepSpeed and Megatron-LM both shipped it as a NaN bug
-(fixed by waiting on `current_stream()`). In preview: a tensor produced on one stream and
-used on another with no wait between, which on real code is mostly ordered elsewhere.
+(fixed by waiting on `current_stream()`); and a stream made to wait for `current_stream()`
+inside its own block, where that is itself (Megatron-LM fixed it in its FSDP optimizer).
+In preview: a tensor produced on one stream and used on another with no wait between,
+which on real code is mostly ordered elsewhere.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from graphlint.checkers.machinery.flows.stream.stream_flow import (
     MAIN,
     CrossStreamUse,
     DefaultStreamWait,
+    SelfWait,
     show_stream,
 )
 from graphlint.findings import Fix
@@ -35,16 +38,18 @@ RULE = declare(
             "other files."
         ),
         default_set_note=(
-            "The default mode reports the waits that name the default stream for the current one; "
-            "real code has few, and each one the history benchmark met was a bug its maintainers "
-            "fixed (benchmarks/recall/bugfix_pairs.toml: DeepSpeed be60451f, Megatron-LM 3548385a)."
+            "The default mode reports the waits that name the default stream for the current one "
+            "and the streams made to wait for themselves; real code has few, and each one the "
+            "history benchmark met was a bug its maintainers fixed (benchmarks/recall/bugfix_pairs.toml: "
+            "DeepSpeed be60451f, Megatron-LM 3548385a and 9bc05526)."
         ),
         name="cross-stream-use-without-wait",
         summary=(
             "A tensor produced on one stream and used on another with no `wait_stream`, "
             "`wait_event` or event wait between producer and consumer, in either direction (into "
             "a side-stream block, or out of it); or a wait that orders the default stream where "
-            "the producer or consumer is the current stream."
+            "the producer or consumer is the current stream; or a stream made to wait for "
+            "`current_stream()` inside its own `torch.cuda.stream(...)` block, which is itself."
         ),
         why=(
             "Streams run concurrently: the consumer can read the tensor before the producer has "
@@ -106,6 +111,16 @@ class CrossStreamUseWithoutWait(Detector):
             f"{what}, which is another stream in autograd's backward or under a caller's "
             "`torch.cuda.stream(...)`: the two are not ordered",
             fix=_current_stream_fix(w, event.default),
+            always=True,
+        )
+
+    def on_SelfWait(self, w: FunctionWalker, event: SelfWait) -> None:
+        w.hazard(
+            RULE.code,
+            event.node,
+            f"`{event.stream}` waits for itself: inside `torch.cuda.stream({event.stream})`, "
+            f"`current_stream()` is `{event.stream}`, so the work queued before the block is not waited for "
+            "(take the current stream before entering the block)",
             always=True,
         )
 

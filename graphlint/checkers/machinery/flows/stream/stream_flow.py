@@ -31,6 +31,7 @@ from graphlint.checkers.machinery.flows.stream.stream_identity import (
     StreamNames,
     counter_test,
     int_value,
+    names_current_stream,
     names_default_stream,
 )
 from graphlint.checkers.machinery.flows.stream.stream_releases import Deferred, DeferredReleases, LoopPass
@@ -97,7 +98,17 @@ class DefaultStreamWait:
     join: bool
 
 
-EVENTS = (ReleasedInUse, HandedWithoutRecord, CrossStreamUse, UnsyncedHostRead, DefaultStreamWait)
+@dataclass(frozen=True)
+class SelfWait:
+    """``s.wait_stream(torch.cuda.current_stream())`` inside ``with torch.cuda.stream(s):``:
+    the current stream there is ``s``, so it waits for itself and orders nothing."""
+
+    kind: ClassVar[str] = "self-wait"
+    node: ast.Call
+    stream: str
+
+
+EVENTS = (ReleasedInUse, HandedWithoutRecord, CrossStreamUse, UnsyncedHostRead, DefaultStreamWait, SelfWait)
 
 
 def show_stream(stream: str) -> str:
@@ -366,6 +377,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self.dead = True
 
     def _stream_context(self, context: ast.AST) -> str | None:
+        if isinstance(context, ast.IfExp):
+            context = _stream_or_null(self.w, context)
         if not isinstance(context, ast.Call) or (not context.args and not context.keywords):
             return None
         if not self.w.is_stream_context(context):
@@ -701,6 +714,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         if method == "wait_stream" and call.args:
             self.waits.append((self.stream_of(receiver), self.stream_of(call.args[0]), now, now))
             self._default_stream_wait(call, receiver, call.args[0])
+            self._self_wait(call, receiver, call.args[0])
         elif method == "wait_event" and call.args:
             event = self.events.get(source_text(call.args[0]))
             if event is not None:
@@ -733,6 +747,14 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 if stream not in (MAIN, UNKNOWN) and not names_default_stream(self.w, side):
                     self.emit(DefaultStreamWait(call, default, stream, join))
                 return
+
+    def _self_wait(self, call: ast.Call, waiter: ast.expr, waited: ast.expr) -> None:
+        """Inside a stream block, the block's stream made to wait for `current_stream()`."""
+        current = self.current[-1]
+        if current in (MAIN, UNKNOWN) or self.off_device or not names_current_stream(self.w, waited):
+            return
+        if self.stream_of(waiter) == current:
+            self.emit(SelfWait(call, current))
 
     def _synchronize(self, receiver: ast.expr, now: int) -> None:
         if self._is_event(receiver):
@@ -879,6 +901,25 @@ def analyze(state: ModuleState, source: str) -> None:
         flow = StreamFlow(walker)
         walk(flow, body)
         flow.finish()
+
+
+def _stream_or_null(walker: Binder, context: ast.IfExp) -> ast.AST:
+    """`torch.cuda.stream(s) if s is not None else nullcontext()`: the stream context itself,
+    since `torch.cuda.stream(None)` enters no stream either. Any other conditional: itself."""
+    test, body, orelse = context.test, context.body, context.orelse
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, body, orelse = test.operand, orelse, body  # `... if not (s is None) else ...`
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))):
+        return context
+    if not (isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+        return context
+    stream_side, null_side = (body, orelse) if isinstance(test.ops[0], ast.IsNot) else (orelse, body)
+    is_null = isinstance(null_side, ast.Call) and walker.resolve(null_side.func) == "contextlib.nullcontext"
+    if not (
+        is_null and isinstance(stream_side, ast.Call) and stream_side.args and walker.is_stream_context(stream_side)
+    ):
+        return context
+    return stream_side if source_text(stream_side.args[0]) == source_text(test.left) else context
 
 
 def _range_start(walker: Binder, iterable: ast.expr) -> int | None:

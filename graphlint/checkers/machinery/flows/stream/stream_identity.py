@@ -129,6 +129,11 @@ def _names_current_call(walker: Binder, node: ast.AST) -> str | None:
     return None
 
 
+def names_current_stream(walker: Binder, node: ast.AST) -> bool:
+    """`torch.cuda.current_stream()` in any spelling, a framework's own getter included."""
+    return _names_current_call(walker, node) == CURRENT_STREAM
+
+
 def names_default_stream(walker: Binder, node: ast.AST) -> bool:
     """`torch.cuda.default_stream()` in any spelling (`get_accelerator().default_stream()`)."""
     return _names_current_call(walker, node) == DEFAULT_STREAM

@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import json
+import re
 
 from conftest import run_cli
 from graphlint.registry import all_rules
 
-# GL302 (preview) and GL101 (default set) in one file.
+# GL301 (a preview rule) and GL101 (default set) in one file.
 SOURCE = """\
 import torch
 
-s = torch.cuda.Stream()
-x = torch.ones(4, device="cuda")
-with torch.cuda.stream(s):
-    y = x * 2
-z = y + 1
+side = torch.cuda.Stream()
+
+
+def offload(n):
+    x = torch.randn(n, device="cuda")
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        host = x.to("cpu", non_blocking=True)
+    del x
+    return host
+
+
 g = torch.cuda.CUDAGraph()
+y = torch.ones(4, device="cuda")
 with torch.cuda.graph(g):
-    n = x.sum().item()
+    n = y.sum().item()
 """
 
 
@@ -30,19 +39,19 @@ def _codes(root, *args: str) -> set[str]:
 
 def test_preview_rules_run_only_in_preview_mode(write_tree) -> None:
     root = write_tree({"m.py": SOURCE})
-    assert all_rules()["GL302"].preview and not all_rules()["GL101"].preview
+    assert all_rules()["GL301"].preview and not all_rules()["GL101"].preview
     default = _codes(root)
-    assert "GL101" in default and "GL302" not in default
-    assert {"GL101", "GL302"} <= _codes(root, "--preview")
+    assert "GL101" in default and "GL301" not in default
+    assert {"GL101", "GL301"} <= _codes(root, "--preview")
     # Selecting a preview rule by its code does not turn preview on (ruff's behaviour).
-    assert "GL302" not in _codes(root, "--select", "GL302")
-    assert _codes(root, "--select", "GL302", "--preview") == {"GL302"}
+    assert "GL301" not in _codes(root, "--select", "GL301")
+    assert _codes(root, "--select", "GL301", "--preview") == {"GL301"}
 
 
 def test_preview_from_configuration_and_the_flag_that_overrides_it(write_tree) -> None:
     root = write_tree({"m.py": SOURCE, "pyproject.toml": "[tool.graphlint]\npreview = true\n"})
-    assert "GL302" in _codes(root)
-    assert "GL302" not in _codes(root, "--no-preview")
+    assert "GL301" in _codes(root)
+    assert "GL301" not in _codes(root, "--no-preview")
     bad = write_tree({"pyproject.toml": '[tool.graphlint]\npreview = "yes"\n'})
     result = run_cli("check", "--no-cache", "m.py", cwd=bad)
     assert result.returncode == 2 and "'preview' must be true or false" in result.stderr
@@ -50,8 +59,21 @@ def test_preview_from_configuration_and_the_flag_that_overrides_it(write_tree) -
 
 def test_rules_table_and_doc_page_say_preview_with_the_measured_reason() -> None:
     table = run_cli("rules").stdout
-    line = next(line for line in table.splitlines() if line.startswith("GL302"))
+    line = next(line for line in table.splitlines() if line.startswith("GL301"))
     assert "preview" in line
-    page = run_cli("rule", "GL302").stdout
-    assert "This rule is in preview" in page and "labelled findings is real" in " ".join(page.split())
+    page = run_cli("rule", "GL301").stdout
+    assert "This rule is in preview" in page
+    assert re.search(r"of its \d+ labelled findings (is|are) real", " ".join(page.split()))
     assert "preview" not in next(line for line in table.splitlines() if line.startswith("GL101"))
+
+
+def test_a_default_rule_with_a_preview_behaviour_says_both_on_its_page() -> None:
+    """GL302 is in the default set; its cross-stream uses run only with --preview, and the page says so."""
+    line = next(line for line in run_cli("rules").stdout.splitlines() if line.startswith("GL302"))
+    assert (
+        line.split()[4] != "preview"
+        and "preview" in next(row for row in run_cli("rules").stdout.splitlines() if row.startswith("GL301")).split()[4]
+    )
+    page = " ".join(run_cli("rule", "GL302").stdout.split())
+    assert "This rule is in preview" not in page and "In the default set" in page
+    assert re.search(r"Preview behaviour, only with `--preview`: .* of those \d+ labelled findings (is|are) real", page)

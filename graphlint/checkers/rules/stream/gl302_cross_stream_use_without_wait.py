@@ -5,7 +5,12 @@ function's own work is on the *current* one (`side.wait_stream(torch.cuda.defaul
 `torch.cuda.default_stream().wait_stream(side)`): the two differ in autograd's backward and
 under a caller's stream context, and DeepSpeed and Megatron-LM both shipped it as a NaN bug
 (fixed by waiting on `current_stream()`); and a stream made to wait for `current_stream()`
-inside its own block, where that is itself (Megatron-LM fixed it in its FSDP optimizer).
+inside its own block, where that is itself (Megatron-LM fixed it in its FSDP optimizer);
+and a block entered on a stream made in its own `with` (`torch.cuda.stream(torch.cuda.Stream())`),
+which no wait can name, in a function with no device-wide sync (Megatron-LM's DDP setup race);
+and a fork right before a stream block, or a join right after one, that names another side
+stream and leaves the block's own stream unordered (apex's halo correction, Megatron-LM's
+offloaded optimizer).
 In preview: a tensor produced on one stream and used on another with no wait between,
 which on real code is mostly ordered elsewhere.
 """
@@ -21,6 +26,8 @@ from graphlint.checkers.machinery.flows.stream.stream_flow import (
     CrossStreamUse,
     DefaultStreamWait,
     SelfWait,
+    UnorderedNewStream,
+    WrongStreamWait,
     show_stream,
 )
 from graphlint.findings import Fix
@@ -38,10 +45,12 @@ RULE = declare(
             "other files."
         ),
         default_set_note=(
-            "The default mode reports the waits that name the default stream for the current one "
-            "and the streams made to wait for themselves; real code has few, and each one the "
-            "history benchmark met was a bug its maintainers fixed (benchmarks/recall/bugfix_pairs.toml: "
-            "DeepSpeed be60451f, Megatron-LM 3548385a and 9bc05526)."
+            "The default mode reports the waits that name the default stream for the current one, "
+            "the streams made to wait for themselves, the blocks on a stream made in the `with` "
+            "itself that no sync orders, and the forks and joins next to a block that name another "
+            "stream; real code has few, and each one the history benchmark met was a bug its "
+            "maintainers fixed (benchmarks/recall/bugfix_pairs.toml: DeepSpeed be60451f, Megatron-LM "
+            "3548385a, 9bc05526, de56227b and ae670762, apex a5d51c01)."
         ),
         name="cross-stream-use-without-wait",
         summary=(
@@ -49,7 +58,10 @@ RULE = declare(
             "`wait_event` or event wait between producer and consumer, in either direction (into "
             "a side-stream block, or out of it); or a wait that orders the default stream where "
             "the producer or consumer is the current stream; or a stream made to wait for "
-            "`current_stream()` inside its own `torch.cuda.stream(...)` block, which is itself."
+            "`current_stream()` inside its own `torch.cuda.stream(...)` block, which is itself; or a "
+            "block on a stream made in the `with` itself (`torch.cuda.stream(torch.cuda.Stream())`), "
+            "which nothing can wait for, with no device-wide sync around it; or a fork just before a "
+            "block (a join just after one) that names another side stream than the block's."
         ),
         why=(
             "Streams run concurrently: the consumer can read the tensor before the producer has "
@@ -123,6 +135,31 @@ class CrossStreamUseWithoutWait(Detector):
             "(take the current stream before entering the block)",
             always=True,
         )
+
+    def on_UnorderedNewStream(self, w: FunctionWalker, event: UnorderedNewStream) -> None:
+        w.hazard(
+            RULE.code,
+            event.node,
+            "this block runs on a new stream that nothing orders: it does not wait for the work queued "
+            "before it, and nothing after it can wait for its work (name the stream, "
+            "`s.wait_stream(torch.cuda.current_stream())` before the block, "
+            "`torch.cuda.current_stream().wait_stream(s)` after it)",
+            always=True,
+        )
+
+    def on_WrongStreamWait(self, w: FunctionWalker, event: WrongStreamWait) -> None:
+        named, block = show_stream(event.named), show_stream(event.block)
+        if event.join:
+            what = (
+                f"the current stream waits for `{named}` right after the block on `{block}`, and nothing "
+                f"joins `{block}`: the work after it can run before the block's work is done"
+            )
+        else:
+            what = (
+                f"`{named}` waits for the current stream right before the block on `{block}`, which "
+                "does not: the block can read what the current stream has not written yet"
+            )
+        w.hazard(RULE.code, event.node, f"{what} (did you mean `{block}`?)", always=True)
 
 
 def _current_stream_fix(w: FunctionWalker, default: ast.Call) -> Fix | None:

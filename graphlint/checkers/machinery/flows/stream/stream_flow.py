@@ -34,6 +34,11 @@ from graphlint.checkers.machinery.flows.stream.stream_identity import (
     names_current_stream,
     names_default_stream,
 )
+from graphlint.checkers.machinery.flows.stream.stream_neighbours import (
+    BlockNeighbours,
+    enters_later,
+    joins_anywhere,
+)
 from graphlint.checkers.machinery.flows.stream.stream_releases import Deferred, DeferredReleases, LoopPass
 from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, Storage, TensorState, Use, closure
 
@@ -108,7 +113,38 @@ class SelfWait:
     stream: str
 
 
-EVENTS = (ReleasedInUse, HandedWithoutRecord, CrossStreamUse, UnsyncedHostRead, DefaultStreamWait, SelfWait)
+@dataclass(frozen=True)
+class UnorderedNewStream:
+    """``with torch.cuda.stream(torch.cuda.Stream()):``: a stream made in the `with` itself has
+    no name, so nothing waits for it and it waits for nothing; with no device-wide sync in the
+    function and no ordering in the block, its work races what runs before and after it."""
+
+    kind: ClassVar[str] = "new-stream"
+    node: ast.Call  # the `torch.cuda.Stream()` call
+
+
+@dataclass(frozen=True)
+class WrongStreamWait:
+    """A fork right before a block on ``block`` (or a join right after one) that names
+    ``named``, another side stream, and leaves ``block`` unordered with the current stream."""
+
+    kind: ClassVar[str] = "wrong-wait"
+    node: ast.Call
+    named: str
+    block: str
+    join: bool
+
+
+EVENTS = (
+    ReleasedInUse,
+    HandedWithoutRecord,
+    CrossStreamUse,
+    UnsyncedHostRead,
+    DefaultStreamWait,
+    SelfWait,
+    UnorderedNewStream,
+    WrongStreamWait,
+)
 
 
 def show_stream(stream: str) -> str:
@@ -149,6 +185,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.waited_events = _waited_events(walker.body)
         self.host_floor: dict[str, int] = {}  # host buffer -> syncs up to here ran on another path only
         self.passes: dict[int, int] = {}  # loop statement -> passes begun (counter values)
+        self.neighbours = BlockNeighbours()
+        self.entered: set[str] = set()  # streams whose blocks this walk has entered
         self.init_releases()
         self.init_calls()
 
@@ -218,6 +256,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
 
     def before(self, stmt: ast.stmt) -> None:
         self.statement = stmt
+        self.neighbours.before(stmt)
 
     def header(self, expr: ast.expr, stmt: ast.stmt) -> None:
         if self.dead:
@@ -226,6 +265,9 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             stream = self._stream_context(expr)
             if stream is not None:
+                self._new_stream_block(expr, stmt)
+                self._fork_of_another_stream(stream)
+                self.entered.add(stream)
                 self.enter_stream(stream)
                 self.current.append(stream)
                 self.pushed.append(id(stmt))
@@ -233,7 +275,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
     def exit_with(self, stmt: ast.With | ast.AsyncWith) -> None:
         while self.pushed and self.pushed[-1] == id(stmt):
             self.pushed.pop()
-            self.current.pop()
+            self.neighbours.exited(self.current.pop(), self.tick())
 
     def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
         if self.dead:
@@ -715,6 +757,12 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             self.waits.append((self.stream_of(receiver), self.stream_of(call.args[0]), now, now))
             self._default_stream_wait(call, receiver, call.args[0])
             self._self_wait(call, receiver, call.args[0])
+            self._join_of_another_stream(call, self.stream_of(receiver), self.stream_of(call.args[0]), now)
+        elif method == "wait" and _recorded_now(receiver):  # `s.record_event().wait(waiter)`
+            waiter = self.stream_of(call.args[0]) if call.args else self.current[-1]
+            waited = self.stream_of(receiver.func.value)  # type: ignore[attr-defined]
+            self.waits.append((waiter, waited, now, now))
+            self._join_of_another_stream(call, waiter, waited, now)
         elif method == "wait_event" and call.args:
             event = self.events.get(source_text(call.args[0]))
             if event is not None:
@@ -755,6 +803,59 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             return
         if self.stream_of(waiter) == current:
             self.emit(SelfWait(call, current))
+
+    def _new_stream_block(self, context: ast.expr, stmt: ast.With | ast.AsyncWith) -> None:
+        """A block entered on a stream made in its own `with`, which no wait can name: its
+        work is ordered only by a device-wide sync (looked for anywhere in the function, as a
+        caller's order is out of sight) or by an ordering call inside the block."""
+        if self.w.is_module or self.off_device or not isinstance(context, ast.Call) or not context.args:
+            return
+        made = context.args[0]
+        if not (isinstance(made, ast.Call) and self.w.resolve(made.func) == "torch.cuda.Stream"):
+            return
+        if _calls_any(self.w.body, {"synchronize"}) or _calls_any(stmt.body, _ORDERING_METHODS):
+            return
+        if all(isinstance(inner, ast.Pass) or _is_constant_statement(inner) for inner in stmt.body):
+            return
+        self.emit(UnorderedNewStream(made))
+
+    def _fork_of_another_stream(self, block: str) -> None:
+        """`x.wait_stream(current)` right before a block on another side stream that the
+        current stream's work so far is not ordered before."""
+        fork = self.neighbours.fork_before()
+        if fork is None or self.off_device or block in (MAIN, UNKNOWN):
+            return
+        current = self.current[-1]
+        named = self.stream_of(fork.func.value)  # type: ignore[attr-defined]
+        if self.stream_of(fork.args[0]) != current or named in (block, current, MAIN, UNKNOWN):
+            return
+        if enters_later(self.w, self.w.body, fork.func.value):  # type: ignore[attr-defined]
+            return  # the named stream has a block of its own after: the fork may be for it
+        forked_at = max((at for waiter, waited, _, at in self.waits if (waiter, waited) == (named, current)), default=0)
+        if not self.ordered(current, forked_at, block, self.position):
+            self.emit(WrongStreamWait(fork, named, block, join=False))
+
+    def _join_of_another_stream(self, call: ast.Call, waiter: str, waited: str, now: int) -> None:
+        """Right after a block on a side stream, the current stream made to wait for another
+        one, while the block's own work is joined nowhere in the function."""
+        left = self.neighbours.after_block
+        if (
+            left is None
+            or self.off_device
+            or waiter != self.current[-1]
+            or call not in _statement_calls(self.statement)
+        ):
+            return
+        if left.stream in (MAIN, UNKNOWN, waiter) or waited in (left.stream, waiter, MAIN, UNKNOWN):
+            return
+        if waited in self.entered:
+            return  # the join is for that stream's own earlier block
+        if self.ordered(left.stream, left.at, waiter, now) or any(
+            stream == left.stream for stream, _ in self.events.values()
+        ):
+            return  # joined already, or an event marks the block's work for a later wait
+        if not joins_anywhere(self.w.body, left.stream):
+            self.emit(WrongStreamWait(call, waited, left.stream, join=True))
 
     def _synchronize(self, receiver: ast.expr, now: int) -> None:
         if self._is_event(receiver):
@@ -932,6 +1033,43 @@ def _range_start(walker: Binder, iterable: ast.expr) -> int | None:
     if len(arguments) == 3 and int_value(arguments[2], {}) != 1:
         return None
     return int_value(arguments[0], {}) if len(arguments) in (2, 3) else None
+
+
+_ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "record", "record_event", "wait", "synchronize"})
+
+
+def _recorded_now(node: ast.AST) -> bool:
+    """`s.record_event()` as an expression: an event of `s`'s work up to here."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "record_event"
+        and not node.args
+    )
+
+
+def _statement_calls(stmt: ast.stmt | None) -> list[ast.Call]:
+    """The call a bare expression statement is (`current.wait_stream(x)`), else none."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return [stmt.value]
+    return []
+
+
+def _is_constant_statement(stmt: ast.stmt) -> bool:
+    """A docstring or `...`: a statement that queues nothing."""
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+
+
+def _calls_any(body: list[ast.stmt], methods: frozenset[str] | set[str]) -> bool:
+    """Does ``body`` call a method (or a function) of one of these names anywhere?"""
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+                if name in methods:
+                    return True
+    return False
 
 
 def _waited_events(body: list[ast.stmt]) -> frozenset[str]:

@@ -91,18 +91,24 @@ class ReplayGuard:
         original_replay = torch.cuda.CUDAGraph.replay
         self._saved = {"enter": original_enter, "exit": original_exit, "replay": original_replay}
 
-        def enter(ctx):
-            result = original_enter(ctx)
+        # Each wrapper takes and forwards whatever the original takes (torch adds keywords
+        # release by release), and `functools.wraps` keeps its signature visible to callers
+        # that inspect it.
+        @functools.wraps(original_enter)
+        def enter(ctx, *args, **kwargs):
+            result = original_enter(ctx, *args, **kwargs)
             guard._begin_capture(ctx)
             return result
 
-        def exit_(ctx, *exc):
-            guard._end_capture(ctx, failed=exc[0] is not None)
-            return original_exit(ctx, *exc)
+        @functools.wraps(original_exit)
+        def exit_(ctx, *exc, **kwargs):
+            guard._end_capture(ctx, failed=bool(exc) and exc[0] is not None)
+            return original_exit(ctx, *exc, **kwargs)
 
-        def replay(graph):
+        @functools.wraps(original_replay)
+        def replay(graph, *args, **kwargs):
             guard._before_replay(graph)
-            return original_replay(graph)
+            return original_replay(graph, *args, **kwargs)
 
         # Patching torch is the guard's job; uninstall() puts every original back.
         graph_cls.__enter__, graph_cls.__exit__ = enter, exit_  # type: ignore[method-assign]
@@ -110,6 +116,7 @@ class ReplayGuard:
         self._saved["graphed"] = (torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables)
         original_graphed = torch.cuda.graphs.make_graphed_callables
 
+        @functools.wraps(original_graphed)
         def make_graphed_callables(callables, sample_args, *args, **kwargs):
             guard._analyse_graphed(callables, sample_args)
             before = set(guard._graphs)

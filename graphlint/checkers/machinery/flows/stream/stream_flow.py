@@ -36,6 +36,7 @@ from graphlint.checkers.machinery.flows.stream.stream_identity import (
 )
 from graphlint.checkers.machinery.flows.stream.stream_neighbours import (
     BlockNeighbours,
+    bare_call,
     enters_later,
     joins_anywhere,
 )
@@ -839,12 +840,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         """Right after a block on a side stream, the current stream made to wait for another
         one, while the block's own work is joined nowhere in the function."""
         left = self.neighbours.after_block
-        if (
-            left is None
-            or self.off_device
-            or waiter != self.current[-1]
-            or call not in _statement_calls(self.statement)
-        ):
+        if left is None or self.off_device or waiter != self.current[-1] or bare_call(self.statement) is not call:
             return
         if left.stream in (MAIN, UNKNOWN, waiter) or waited in (left.stream, waiter, MAIN, UNKNOWN):
             return
@@ -1046,13 +1042,6 @@ def _recorded_now(node: ast.AST) -> bool:
         and node.func.attr == "record_event"
         and not node.args
     )
-
-
-def _statement_calls(stmt: ast.stmt | None) -> list[ast.Call]:
-    """The call a bare expression statement is (`current.wait_stream(x)`), else none."""
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        return [stmt.value]
-    return []
 
 
 def _is_constant_statement(stmt: ast.stmt) -> bool:

@@ -47,12 +47,17 @@ class BlockNeighbours:
 
     def fork_before(self) -> ast.Call | None:
         """`x.wait_stream(...)` as the whole statement before the current one."""
-        stmt = self.previous
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            call = stmt.value
-            if isinstance(call.func, ast.Attribute) and call.func.attr == "wait_stream" and call.args:
-                return call
+        call = bare_call(self.previous)
+        if call is not None and isinstance(call.func, ast.Attribute) and call.func.attr == "wait_stream" and call.args:
+            return call
         return None
+
+
+def bare_call(stmt: ast.stmt | None) -> ast.Call | None:
+    """The call a bare expression statement is (`current.wait_stream(x)`), else None."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return stmt.value
+    return None
 
 
 def joins_anywhere(body: list[ast.stmt], stream: str) -> bool:

@@ -61,7 +61,8 @@ def render_findings(findings: list[dict], read_source: ReadSource, root: str | N
 def _render_one(finding: Finding, data_of: Callable[[str], bytes | None], root: str | None) -> str:
     path = display_path(finding.path, root)
     span = f"{finding.line}:{finding.column}-{finding.end_line}:{finding.end_column}"
-    lines = [f"{path}:{span} {finding.code} {finding.name} ({finding.severity})"]
+    mode = ", preview" if finding.preview else ""  # a default-set rule's preview behaviour
+    lines = [f"{path}:{span} {finding.code} {finding.name} ({finding.severity}{mode})"]
     lines.append(f"  message: {_printable(finding.message)}")
     data = data_of(finding.path)
     if data is not None:

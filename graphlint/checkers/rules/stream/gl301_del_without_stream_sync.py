@@ -1,4 +1,16 @@
-"""GL301 del-without-stream-sync."""
+"""GL301 del-without-stream-sync.
+
+Two behaviours. In the default set, the releases the function shows whole
+(`stream_certainty`): memory this function made on the current stream, used by a side
+stream, then dropped (`del x`, `x = None`, a rebinding) with nothing but forks between the use
+and the drop and no `record_stream` anywhere (the activation-offload slip); and a tensor a
+class makes on its side stream (`self.next_input = x.cuda(non_blocking=True)` under
+`torch.cuda.stream(self.stream)`) handed to the current stream without `record_stream`, where
+that stream never waits for the current one before it allocates again (apex's data
+prefetcher, fixed in d5e2bb4b). In preview: the other releases the flow finds unordered,
+which on real code are mostly ordered by a caller, a callee or a `record_stream` on another
+name of the same memory.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +23,19 @@ from graphlint.registry import Rule, declare
 RULE = declare(
     Rule(
         code="GL301",
-        preview=True,
-        preview_reason=(
-            "The false ones are orderings done in another file or through an executor, syncs and record_stream the flow does not tie to the release, split views kept alive by their siblings, and branches tied by flags."
+        preview_behaviour=(
+            "the other releases the flow finds unordered: the end of a local's scope, memory a side "
+            "stream made and the current stream dropped, releases with a join, event or helper call "
+            "between the use and the release. The false ones are orderings done in another file or "
+            "through an executor, syncs and record_stream the flow does not tie to the release, "
+            "split views kept alive by their siblings, and branches tied by flags."
+        ),
+        default_set_note=(
+            "The default mode reports the releases the function shows whole: memory it made on the "
+            "current stream, read or written by a side stream, dropped with only forks between the "
+            "use and the drop and no `record_stream` in the function; and tensors a class makes on "
+            "its side stream and hands to the current stream without `record_stream`, when that "
+            "stream never waits for the current one (apex d5e2bb4b, the data prefetcher)."
         ),
         name="del-without-stream-sync",
         fix="unsafe",
@@ -66,6 +88,7 @@ class DelWithoutStreamSync(Detector):
             f"`{show_stream(event.alloc_stream)}`",
             fix=record_stream_fix(w, event.use_statement, event.name, event.use_stream),
             always=True,
+            preview=not event.certain,
         )
 
     def on_HandedWithoutRecord(self, w: FunctionWalker, event: HandedWithoutRecord) -> None:
@@ -78,4 +101,5 @@ class DelWithoutStreamSync(Detector):
             f"can reuse it on `{side}` while the current stream still reads it",
             fix=record_stream_fix(w, event.node, name, "torch.cuda.current_stream()"),
             always=True,
+            preview=not event.certain,
         )

@@ -11,8 +11,13 @@ which no wait can name, in a function with no device-wide sync (Megatron-LM's DD
 and a fork right before a stream block, or a join right after one, that names another side
 stream and leaves the block's own stream unordered (apex's halo correction, Megatron-LM's
 offloaded optimizer).
-In preview: a tensor produced on one stream and used on another with no wait between,
-which on real code is mostly ordered elsewhere.
+And a tensor produced on one stream and used on another with no wait between, where the
+function shows the whole story (`stream_certainty`): made in a side-stream block and used
+after it in a function that orders only by forks (the prefetch slip), or made here on the
+current stream and read in a side stream's block in a function where no stream but the
+current one ever waits (Megatron-LM 7eed06b0, TransformerEngine 039fcd1f); no helper handed
+a stream in either.
+In preview: the other cross-stream uses, which on real code are mostly ordered elsewhere.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ RULE = declare(
         fix="unsafe",
         preview_behaviour=(
             "a tensor produced on one stream and used on another with no wait between them, "
-            "into a side-stream block or out of it. The false ones are orderings done by a caller "
+            "into a side-stream block or out of it, where the function has joins, events, syncs "
+            "or helpers handed a stream that may order it, or the tensor comes from elsewhere. The false ones are orderings done by a caller "
             "or callee in another file, events handed in by keyword, and streams from helpers in "
             "other files."
         ),
@@ -48,9 +54,11 @@ RULE = declare(
             "The default mode reports the waits that name the default stream for the current one, "
             "the streams made to wait for themselves, the blocks on a stream made in the `with` "
             "itself that no sync orders, and the forks and joins next to a block that name another "
-            "stream; real code has few, and each one the history benchmark met was a bug its "
+            "stream, and the cross-stream uses of tensors made in the function where it shows no "
+            "ordering it could have hidden (only forks, or only joins, and no stream handed to a "
+            "helper); real code has few, and each one the history benchmark met was a bug its "
             "maintainers fixed (benchmarks/recall/bugfix_pairs.toml: DeepSpeed be60451f, Megatron-LM "
-            "3548385a, 9bc05526, de56227b and ae670762, apex a5d51c01)."
+            "3548385a, 9bc05526, de56227b, ae670762 and 7eed06b0, apex a5d51c01, TransformerEngine 039fcd1f)."
         ),
         name="cross-stream-use-without-wait",
         summary=(
@@ -108,7 +116,7 @@ class CrossStreamUseWithoutWait(Detector):
             f"`{event.name}` is produced on `{show_stream(event.producer)}` and used on "
             f"`{show_stream(event.stream)}` ({direction} a side-stream block) with no wait between them",
             always=True,
-            preview=True,
+            preview=not event.certain,
         )
 
     def on_DefaultStreamWait(self, w: FunctionWalker, event: DefaultStreamWait) -> None:

@@ -28,6 +28,7 @@ class StreamBindings:
     current: list[str]
     plain: set[str]
     untracked: dict[str, tuple[str, int]]  # name -> (stream, position) of a binding not tracked
+    unpacked: dict[str, frozenset[str]]  # name -> the names some `a, b = ...` bound with it
     params: set[str]
     callee: Callable[[ast.Call], Binder | None]  # stream_calls: the same-file function a call runs
 
@@ -88,14 +89,15 @@ class StreamBindings:
                 # `k = k_ag.view(n, -1)`: a view writes nothing; its data is what the binding
                 # of `k_ag` (a parameter, a call's result) held, made then and there.
                 stream, made = self.untracked[root.id]
-                return Binding([new_storage(name, stream, owned=False)], [(stream, made)])
+                storage = new_storage(name, stream, owned=False, made_here=made > 0)  # 0: a parameter
+                return Binding([storage], [(stream, made)])
             return self._external(name, now)
         return self.made_by(root, name, now)  # a view of a temporary: `torch.randn(n).view(...)`
 
     def _external(self, name: str, now: int) -> Binding:
         """A tensor whose memory someone else holds: releasing the name frees nothing."""
         stream = self.current[-1]
-        return Binding([new_storage(name, stream, owned=False)], [(stream, now)])
+        return Binding([new_storage(name, stream, owned=False, made_here=False)], [(stream, now)])
 
     def _holder(self, name: str, elements: list[ast.expr | None], now: int) -> Binding | None:
         contents: list[Storage] = []
@@ -193,6 +195,9 @@ class StreamBindings:
         """`a, b = ...`: each name gets its own part, all computed before any is bound."""
         now = self.tick()
         parts = self._parts(target, value, now)
+        together = frozenset(element.id for element in target.elts if isinstance(element, ast.Name))
+        for name in together:
+            self.unpacked[name] = self.unpacked.get(name, frozenset()) | together
         for element, made in zip(target.elts, parts, strict=True):
             if isinstance(element, ast.Starred):
                 element, made = element.value, None

@@ -25,6 +25,16 @@ from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.names import evaluation_order, source_text
 from graphlint.checkers.machinery.flows.stream.stream_bindings import StreamBindings
 from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls, is_host_copy
+from graphlint.checkers.machinery.flows.stream.stream_certainty import (
+    between,
+    hands_a_stream,
+    may_return_itself,
+    on_every_path_after,
+    orders_by_forks_only,
+    records_anywhere,
+    side_streams_never_wait,
+    waits_in_class,
+)
 from graphlint.checkers.machinery.flows.stream.stream_identity import (
     MAIN,
     UNKNOWN,
@@ -62,6 +72,7 @@ class ReleasedInUse:
     alloc_stream: str
     scope_end: bool
     function: str
+    certain: bool = False  # the function shows no ordering the flow may have missed (stream_certainty)
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,7 @@ class HandedWithoutRecord:
     node: ast.stmt
     name: str
     side: str
+    certain: bool = False  # no method of the class makes ``side`` wait before it allocates again
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,7 @@ class CrossStreamUse:
     name: str
     producer: str
     stream: str
+    certain: bool = False  # the function shows no ordering the flow may have missed (stream_certainty)
 
 
 @dataclass(frozen=True)
@@ -188,6 +201,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.passes: dict[int, int] = {}  # loop statement -> passes begun (counter values)
         self.neighbours = BlockNeighbours()
         self.entered: set[str] = set()  # streams whose blocks this walk has entered
+        self.unpacked: dict[str, frozenset[str]] = {}  # name -> names some `a, b = ...` bound with it
         self.init_releases()
         self.init_calls()
 
@@ -242,7 +256,10 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         ended, self.dead = self.dead, False
         for name, side, stmt in self.handed:
             if not any(tensor == name and stream != side for tensor, stream in self.recorded):
-                self.emit(HandedWithoutRecord(stmt, name, side))
+                # Certain: nothing here hands a stream to a helper (which may record it) and
+                # the side stream never waits for the current one before it allocates again.
+                certain = not hands_a_stream(self.w, self.w.body) and not waits_in_class(self.w, side)
+                self.emit(HandedWithoutRecord(stmt, name, side, certain))
         if not ended:  # else every path returned (or raised), and scope_end ran there
             self.scope_end()
 
@@ -341,7 +358,10 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self.dead = True  # `if i > 0:` on the pass where `i` is 0: this path does not run
             narrowed = _none_in_branch(stmt.test, index)
             if narrowed is not None:
-                self.tensors.pop(narrowed, None)  # `if x is None:` x holds no tensor on this path
+                # `if x is None:` x holds no tensor on this path, nor do the names a path that
+                # bound `x` bound with it (`x, y = f()`): that path does not reach here.
+                for name in {narrowed, *self.unpacked.get(narrowed, ())}:
+                    self.tensors.pop(name, None)
             if self.w.non_cuda_branch(stmt.test, index):
                 self.off_device = True  # `if x.device.type == "cpu":` runs no CUDA work
             if _cuda_guard(self.w, stmt.test) == (index == 1):
@@ -530,8 +550,31 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             release.storage.alloc_stream,
             release.node is None,
             self.w.display,
+            self._certain_release(release, use),
         )
         self.emit(event)
+
+    def _certain_release(self, release: Deferred, use: Use) -> bool:
+        """Is this release unordered by anything the function could hide? An explicit release
+        (`del x`, `x = None`, a rebinding that cannot return `x` itself), written after the
+        side stream's use, of memory this function made on the current stream; between the
+        two, only forks and no helper handed a stream; no `record_stream` anywhere."""
+        stmt, storage = release.node, release.storage
+        if not isinstance(stmt, ast.stmt) or self.off_device or not storage.owned:
+            return False
+        used_at = getattr(use.node, "lineno", use.statement.lineno)
+        if storage.alloc_stream != MAIN or use.stream in (MAIN, UNKNOWN) or stmt.lineno <= used_at:
+            return False
+        if not on_every_path_after(self.w.body, use.statement, stmt):
+            return False  # a branch of its own: flags may tie it to the use's (the flow cannot tell)
+        if isinstance(stmt, ast.Assign) and may_return_itself(stmt.value, release.name):
+            return False
+        span = between(self.w.body, used_at, stmt.lineno)
+        return (
+            orders_by_forks_only(self.w, span)
+            and not hands_a_stream(self.w, span)
+            and not records_anywhere(self.w.body)
+        )
 
     # -- uses ----------------------------------------------------------------------------
     def use_target(self, target: ast.AST, write: bool) -> None:
@@ -561,7 +604,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             producer, produced_at = crossing
             if (name, producer, produced_at, stream) not in self.crossed:  # not again in a sibling branch
                 self.crossed.add((name, producer, produced_at, stream))
-                self.emit(CrossStreamUse(node, name, producer, stream))
+                certain = self._certain_crossing(binding, producer, stream)
+                self.emit(CrossStreamUse(node, name, producer, stream, certain))
             binding.produced = (stream, now)  # one report per crossing
         if self.statement is not None:  # a use of a view is a use of its base; of a holder, of what it holds
             for storage in self._this_pass(binding.storages):
@@ -569,6 +613,21 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                     storage.uses.append(Use(stream, now, self.statement, node))
         if write:
             binding.produced = (stream, now)
+
+    def _certain_crossing(self, binding: Binding, producer: str, consumer: str) -> bool:
+        """Is this crossing unordered by anything the function could hide? The tensor's memory
+        is made here; out of a side-stream block, the function orders only by forks; into
+        one, only the current stream ever waits; and no helper is handed a stream."""
+        body = self.w.body
+        if self.off_device or binding.partial or binding.joined or UNKNOWN in (producer, consumer):
+            return False
+        if not all(storage.made_here and not storage.holder for storage in binding.storages):
+            return False
+        if hands_a_stream(self.w, body):
+            return False
+        if consumer == MAIN:
+            return orders_by_forks_only(self.w, body)
+        return producer == MAIN and side_streams_never_wait(self.w, body)
 
     def _crossing(self, binding: Binding, stream: str, now: int) -> tuple[str, int] | None:
         """The write on another stream, unordered with this use on ``stream``, or None.

@@ -47,6 +47,7 @@ class Storage:
     contents: list[Storage] = field(default_factory=list)  # what a holder keeps alive
     sources: list[Storage] = field(default_factory=list)  # arguments of the call that made it
     names: set[str] = field(default_factory=set)  # every name that held it (record_stream)
+    made_here: bool = True  # written during this call (here or by a callee); False: before it
 
 
 @dataclass(eq=False)
@@ -84,8 +85,8 @@ def ident_mark() -> int:
     return next(_IDENTS)
 
 
-def new_storage(name: str, stream: str, owned: bool = True, holder: bool = False) -> Storage:
-    return Storage(next(_IDENTS), stream, name, owned=owned, holder=holder, names={name})
+def new_storage(name: str, stream: str, owned: bool = True, holder: bool = False, made_here: bool = True) -> Storage:
+    return Storage(next(_IDENTS), stream, name, owned=owned, holder=holder, made_here=made_here, names={name})
 
 
 def closure(storages: Iterable[Storage], with_sources: bool = False) -> Iterator[Storage]:
@@ -190,6 +191,7 @@ def _copy(storage: Storage, memo: dict[int, Storage]) -> Storage:
         list(storage.uses),
         storage.escaped,
         names=set(storage.names),
+        made_here=storage.made_here,
     )
     clone.contents = [_copy(s, memo) for s in storage.contents]
     clone.sources = [_copy(s, memo) for s in storage.sources]
@@ -201,7 +203,13 @@ def _merge(storage: Storage, memo: dict[int, Storage], done: set[int]) -> Storag
     merged = memo.get(storage.ident)
     if merged is None:
         merged = memo[storage.ident] = Storage(
-            storage.ident, storage.alloc_stream, storage.name, storage.owned, storage.holder, names=set()
+            storage.ident,
+            storage.alloc_stream,
+            storage.name,
+            storage.owned,
+            storage.holder,
+            names=set(),
+            made_here=storage.made_here,
         )
     if id(storage) in done:
         return merged

@@ -1,0 +1,223 @@
+"""When the stream flow's "unordered" holds for the function as written: the default set's
+share of its cross-stream findings.
+
+The flow finds a side stream's work unordered with the current stream's by following the
+orderings it can read. Its false findings on real code (benchmarks/corpus/labels.jsonl) are
+orderings it cannot read: a join through a helper or the caller, an event handed to the
+consumer, a `record_stream` on another name of the same memory, flags that tie two branches.
+A finding is certain when none of those can be there:
+
+- the function spells no ordering the flow may have misread: only forks (`s.wait_stream(
+  torch.cuda.current_stream())`) before the use, no join, event, sync or `record_stream`;
+- no call is handed a stream (a helper that waits or records for the caller);
+- for a tensor made here and read in a side stream's block, no stream but the current one
+  waits anywhere in the function: no caller can have ordered work queued after the call
+  began, and no fork, event or sync here orders it.
+
+Each answer is syntactic and local, so it can only make a finding certain where the
+function itself shows the whole story; everything else stays a preview behaviour.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.names import source_text
+from graphlint.checkers.machinery.flows.stream.stream_identity import names_current_stream
+
+if TYPE_CHECKING:
+    from graphlint.checkers.machinery.core.module_state import Binder
+
+# Calls that order streams or hold memory for one: a finding near any of them is the flow's
+# reading of an ordering, which is where its false findings come from.
+_ORDERING = frozenset(
+    {"wait_stream", "wait_event", "record_event", "record", "wait", "synchronize", "record_stream", "barrier", "query"}
+)
+_TRIES = tuple(node for node in (ast.Try, getattr(ast, "TryStar", None)) if node is not None)  # `except*` (3.11)
+_BUILTINS = frozenset({"enumerate", "zip", "len", "range", "list", "tuple", "reversed", "iter", "isinstance"})
+
+
+def _calls(nodes: list[ast.stmt] | list[ast.AST]) -> Iterator[ast.Call]:
+    for stmt in nodes:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call):
+                yield node
+
+
+def _method(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def is_fork(walker: Binder, call: ast.Call) -> bool:
+    """`s.wait_stream(torch.cuda.current_stream())` for a stream `s` other than the current one."""
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "wait_stream"
+        and len(call.args) == 1
+        and names_current_stream(walker, call.args[0])
+        and not names_current_stream(walker, func.value)
+    )
+
+
+def side_streams_never_wait(walker: Binder, body: list[ast.stmt]) -> bool:
+    """Does no stream but the current one wait in ``body``? Every ordering call is a join
+    (`torch.cuda.current_stream().wait_stream(s)`): no fork, event, sync or `record_stream`."""
+    for call in _calls(body):
+        method = _method(call)
+        if method == "wait_stream":
+            receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+            if receiver is None or not names_current_stream(walker, receiver):
+                return False
+        elif method in _ORDERING:
+            return False
+    return True
+
+
+def orders_by_forks_only(walker: Binder, nodes: list[ast.stmt] | list[ast.AST]) -> bool:
+    """Is every ordering call in ``nodes`` a fork? No join, event, sync or `record_stream`."""
+    return all(_method(call) not in _ORDERING or is_fork(walker, call) for call in _calls(nodes))
+
+
+def hands_a_stream(walker: Binder, nodes: list[ast.stmt] | list[ast.AST]) -> bool:
+    """Is any call in ``nodes`` passed a stream (`helper(x, stream=s)`, `f(current_stream())`),
+    other than a stream context (`torch.cuda.stream(s)`) and the ordering calls themselves?
+    Such a helper may wait or record for its caller."""
+    for call in _calls(nodes):
+        if walker.is_stream_context(call) or _method(call) in _ORDERING | _BUILTINS:
+            continue
+        for argument in [*call.args, *(keyword.value for keyword in call.keywords)]:
+            if _is_stream_argument(walker, argument):
+                return True
+    return False
+
+
+def _is_stream_argument(walker: Binder, node: ast.AST) -> bool:
+    if names_current_stream(walker, node):
+        return True
+    ty = walker.ty(node)
+    if ty is not None and ty.kind == T.STREAM:
+        return True
+    text = source_text(node) if isinstance(node, (ast.Name, ast.Attribute)) else ""
+    return "stream" in text.lower()
+
+
+def between(body: list[ast.stmt], first: int, last: int) -> list[ast.AST]:
+    """The statements of ``body`` (at any depth, compound ones by their header only) that start
+    on lines ``first``..``last``: what runs between a use and a release written after it."""
+    found: list[ast.AST] = []
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.stmt) and first <= node.lineno <= last:
+                found.extend(_own_expressions(node))
+    return found
+
+
+def _own_expressions(stmt: ast.stmt) -> list[ast.AST]:
+    """A statement's own expressions: a compound statement's header, a simple one whole."""
+    if isinstance(stmt, (ast.If, ast.While)):
+        return [stmt.test]
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [stmt.iter]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [item.context_expr for item in stmt.items]
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try, ast.Match)):
+        return []
+    return [stmt]
+
+
+def on_every_path_after(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> bool:
+    """Does every branch that holds ``first`` hold ``second`` too (the same arm of each `if`,
+    `match` case and `try` clause)? Then no flag can make the two exclusive: whenever the
+    first ran, the second runs after it (a loop or `with` around the first alone is fine)."""
+    outer = _arms(body, first)
+    inner = _arms(body, second)
+    return outer is not None and inner is not None and set(outer) <= set(inner)
+
+
+def _arms(body: list[ast.stmt], target: ast.stmt, held: tuple[tuple[int, str], ...] = ()) -> tuple | None:
+    """The branch arms (statement id, field) around ``target`` in ``body``, or None if absent."""
+    for stmt in body:
+        if stmt is target:
+            return held
+        for field, arm in _branch_arms(stmt):
+            found = _arms(arm, target, (*held, (id(stmt), field)) if field else held)
+            if found is not None:
+                return found
+    return None
+
+
+def _branch_arms(stmt: ast.stmt) -> Iterator[tuple[str, list[ast.stmt]]]:
+    """Each statement list inside ``stmt``, named by its arm when only some paths run it
+    (`body`/`orelse` of an `if`, a case, a handler), unnamed ("") when every path does."""
+    if isinstance(stmt, ast.If):
+        yield "body", stmt.body
+        yield "orelse", stmt.orelse
+    elif isinstance(stmt, ast.Match):
+        for index, case in enumerate(stmt.cases):
+            yield f"case{index}", case.body
+    elif isinstance(stmt, _TRIES):
+        yield "", stmt.body  # type: ignore[attr-defined]
+        for index, handler in enumerate(stmt.handlers):  # type: ignore[attr-defined]
+            yield f"handler{index}", handler.body
+        yield "orelse", stmt.orelse  # type: ignore[attr-defined]
+        yield "", stmt.finalbody  # type: ignore[attr-defined]
+    elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+        yield "", stmt.body
+        yield "orelse", stmt.orelse
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        yield "", stmt.body
+
+
+def records_anywhere(body: list[ast.stmt]) -> bool:
+    """Does the function call `record_stream` at all (on any name of any memory)?"""
+    return any(_method(call) == "record_stream" for call in _calls(body))
+
+
+def may_return_itself(value: ast.AST | None, name: str) -> bool:
+    """`x = x.to(dtype)`, `x = x.contiguous()`, `x = x.float()`: the call returns `x` itself
+    when it has nothing to do, so the rebinding may free nothing."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _MAYBE_SELF
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == name
+    )
+
+
+_MAYBE_SELF = frozenset(
+    {
+        "to",
+        "type",
+        "float",
+        "half",
+        "bfloat16",
+        "double",
+        "int",
+        "long",
+        "cuda",
+        "contiguous",
+        "type_as",
+        "requires_grad_",
+    }
+)
+
+
+def waits_in_class(walker: Binder, stream: str) -> bool:
+    """Does a method of the walker's class make ``stream`` wait (`self.s.wait_stream(...)`,
+    `self.s.wait_event(...)`) or synchronise? A stream that waits for the current one before
+    it allocates again cannot hand a block on while the current stream still reads it."""
+    node = walker.st.class_nodes.get(walker.class_qualname or "")
+    if node is None:
+        return True
+    for call in _calls(node.body):
+        method, func = _method(call), call.func
+        receiver = source_text(func.value) if isinstance(func, ast.Attribute) else ""
+        if (method in ("wait_stream", "wait_event") and receiver == stream) or method in ("synchronize", "barrier"):
+            return True
+    return False

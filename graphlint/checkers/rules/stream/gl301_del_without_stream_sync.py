@@ -7,7 +7,9 @@ and the drop and no `record_stream` anywhere (the activation-offload slip); and 
 class makes on its side stream (`self.next_input = x.cuda(non_blocking=True)` under
 `torch.cuda.stream(self.stream)`) handed to the current stream without `record_stream`, where
 that stream never waits for the current one before it allocates again (apex's data
-prefetcher, fixed in d5e2bb4b). In preview: the other releases the flow finds unordered,
+prefetcher, fixed in d5e2bb4b); and `t.data = ...` in a side stream's block that read `t`,
+forked from the current stream before it (fairscale's FSDP gradient hook, fixed in a0fe832b).
+In preview: the other releases the flow finds unordered,
 which on real code are mostly ordered by a caller, a callee or a `record_stream` on another
 name of the same memory.
 """
@@ -16,7 +18,13 @@ from __future__ import annotations
 
 from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.flows.stream.stream_flow import MAIN, HandedWithoutRecord, ReleasedInUse, show_stream
+from graphlint.checkers.machinery.flows.stream.stream_flow import (
+    MAIN,
+    DataSwappedInUse,
+    HandedWithoutRecord,
+    ReleasedInUse,
+    show_stream,
+)
 from graphlint.checkers.rules.stream.common import record_stream_fix
 from graphlint.registry import Rule, declare
 
@@ -35,12 +43,14 @@ RULE = declare(
             "current stream, read or written by a side stream, dropped with only forks between the "
             "use and the drop and no `record_stream` in the function; and tensors a class makes on "
             "its side stream and hands to the current stream without `record_stream`, when that "
-            "stream never waits for the current one (apex d5e2bb4b, the data prefetcher)."
+            "stream never waits for the current one (apex d5e2bb4b, the data prefetcher); and "
+            "`t.data = ...` in a side stream's block that read `t`, forked from the current stream "
+            "(fairscale a0fe832b, the FSDP gradient hook)."
         ),
         name="del-without-stream-sync",
         fix="unsafe",
         summary=(
-            "`del x`, `x = None`, rebinding `x`, or the end of scope of a local `x`, where `x` was "
+            "`del x`, `x = None`, rebinding `x`, `x.data = ...`, or the end of scope of a local `x`, where `x` was "
             "used on another stream (`with torch.cuda.stream(s):`) and nothing since ordered that "
             "use before the release (`current_stream().wait_stream(s)`, `s.synchronize()`, "
             "`torch.cuda.synchronize()`, an event recorded on `s` and waited on, or "
@@ -100,6 +110,19 @@ class DelWithoutStreamSync(Detector):
             f"`{name}.record_stream(torch.cuda.current_stream())`: once it is freed, the allocator "
             f"can reuse it on `{side}` while the current stream still reads it",
             fix=record_stream_fix(w, event.node, name, "torch.cuda.current_stream()"),
+            always=True,
+            preview=not event.certain,
+        )
+
+    def on_DataSwappedInUse(self, w: FunctionWalker, event: DataSwappedInUse) -> None:
+        name, stream = event.name, event.stream
+        w.hazard(
+            RULE.code,
+            event.node,
+            f"`{name}.data` is replaced here while stream `{stream}` may still read the old memory (line "
+            f"{getattr(event.read, 'lineno', event.node.lineno)}): it is freed now, and the allocator can "
+            f"hand it to the next allocation on the stream that made it (`{name}.record_stream({stream})` "
+            "before the first read in the block tells it to wait)",
             always=True,
             preview=not event.certain,
         )

@@ -23,6 +23,7 @@ from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
 from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.names import evaluation_order, source_text
+from graphlint.checkers.machinery.flows.stream.data_replacement import data_replaced
 from graphlint.checkers.machinery.flows.stream.stream_bindings import StreamBindings
 from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls, is_host_copy
 from graphlint.checkers.machinery.flows.stream.stream_certainty import (
@@ -84,6 +85,18 @@ class HandedWithoutRecord:
     name: str
     side: str
     certain: bool = False  # no method of the class makes ``side`` wait before it allocates again
+
+
+@dataclass(frozen=True)
+class DataSwappedInUse:
+    """`t.data = new` (``node``) in a block on ``stream`` that read `t` (``read``) first."""
+
+    kind: ClassVar[str] = "release"
+    node: ast.stmt
+    name: str
+    read: ast.AST
+    stream: str
+    certain: bool  # the block's stream was forked from the current one: `t` is its memory
 
 
 @dataclass(frozen=True)
@@ -152,6 +165,7 @@ class WrongStreamWait:
 EVENTS = (
     ReleasedInUse,
     HandedWithoutRecord,
+    DataSwappedInUse,
     CrossStreamUse,
     UnsyncedHostRead,
     DefaultStreamWait,
@@ -179,6 +193,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.position = 0
         self.current = [MAIN]
         self.pushed: list[int] = []  # streams entered per open `with`
+        self.blocks: list[tuple[ast.With | ast.AsyncWith, ast.expr]] = []  # open stream blocks, their stream
         self.tensors = TensorState()  # name -> what device memory it holds (tensor_state)
         self.plain: set[str] = set()  # names bound to Python values built here (strings)
         # Names bound to values not tracked as tensors -> (stream, position) of that binding.
@@ -289,8 +304,12 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self.enter_stream(stream)
                 self.current.append(stream)
                 self.pushed.append(id(stmt))
+                if isinstance(expr, ast.Call) and expr.args:
+                    self.blocks.append((stmt, expr.args[0]))
 
     def exit_with(self, stmt: ast.With | ast.AsyncWith) -> None:
+        while self.blocks and self.blocks[-1][0] is stmt:
+            self.blocks.pop()
         while self.pushed and self.pushed[-1] == id(stmt):
             self.pushed.pop()
             self.neighbours.exited(self.current.pop(), self.tick())
@@ -474,7 +493,21 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         # self.attr = x / container[k] = x: x now lives beyond this function.
         if value is not None:
             self.escape(value)
+        self._data_swap(target, stmt)
         self.use_target(target, write=True)
+
+    def _data_swap(self, target: ast.AST, stmt: ast.stmt) -> None:
+        """`t.data = new` in a side stream's block that read `t`: its old memory is freed
+        while the block's work may still read it (`data_replacement`)."""
+        stream = self.current[-1]
+        if not self.blocks or stream in (MAIN, UNKNOWN) or self.off_device:
+            return
+        block, expr = self.blocks[-1]
+        if not self.pushed or self.pushed[-1] != id(block):
+            return  # the current stream is not this block's (a StreamContext entered inside it)
+        found = data_replaced(self.w, block, expr, target, stmt)
+        if found is not None:
+            self.emit(DataSwappedInUse(stmt, found.name, found.read, stream, found.forked))
 
     def rebound(self, name: str, value: ast.AST | None) -> None:
         """What else ``name = value`` says: a string, a view of a host buffer, a host copy."""

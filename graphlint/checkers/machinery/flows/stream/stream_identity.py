@@ -232,11 +232,16 @@ class StreamNames:
 
     def merge(self, ends: list[_Paths]) -> None:
         """Join the ends of alternative paths (this state is the last path's end): what all
-        paths that bound a name agree on; UNKNOWN where they disagree."""
+        paths that bound a name agree on; UNKNOWN where they disagree. A name that is the
+        current stream on some paths and one other stream on the rest (`stream = self.comm if
+        overlap else current_stream()`, as an `if`) is that other stream: on the paths where it
+        is the current one, its work is in order anyway, so only the other can race."""
         paths = [*ends, self.snapshot()]
         aliases: dict[str, str] = {}
         for key in set().union(*(path[0] for path in paths)):
             seen = {path[0].get(key, key) for path in paths if _has_say(path, key)}
+            if len(seen) == 2 and MAIN in seen and UNKNOWN not in seen:
+                seen.discard(MAIN)
             aliases[key] = seen.pop() if len(seen) == 1 else UNKNOWN
         containers: dict[str, tuple[str, ...]] = {}
         for key in set().union(*(path[1] for path in paths)):

@@ -10,6 +10,7 @@ from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
 from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.core.syntax import walk_no_defs
 from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.flows.stream.stream_certainty import ORDERING_METHODS
 from graphlint.registry import Rule, declare
 
 RULE = declare(
@@ -52,7 +53,6 @@ RULE = declare(
     )
 )
 
-_ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "wait", "record", "record_event", "synchronize"})
 _Ordering = tuple[int, str, str, list[str]]  # line, receiver, method, arguments
 
 
@@ -90,7 +90,7 @@ def _ordering_calls(w: FunctionWalker) -> list[_Ordering]:
     for stmt in w.body:
         for node in walk_no_defs(stmt):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr in _ORDERING_METHODS:
+                if node.func.attr in ORDERING_METHODS:
                     args = [source_text(a) for a in node.args]
                     found.append((node.lineno, source_text(node.func.value), node.func.attr, args))
     return found

@@ -31,11 +31,11 @@ from graphlint.checkers.machinery.flows.stream.stream_identity import names_curr
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder
 
-# Calls that order streams or hold memory for one: a finding near any of them is the flow's
-# reading of an ordering, which is where its false findings come from.
-_ORDERING = frozenset(
-    {"wait_stream", "wait_event", "record_event", "record", "wait", "synchronize", "record_stream", "barrier", "query"}
-)
+# The calls that order streams (waits, events, syncs), which the stream flow reads.
+ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "record", "record_event", "wait", "synchronize"})
+# Those, and the calls that hold memory for a stream or block the host: a finding near any of
+# them is the flow's reading of an ordering, which is where its false findings come from.
+_ORDERING = ORDERING_METHODS | {"record_stream", "barrier", "query"}
 _TRIES = tuple(node for node in (ast.Try, getattr(ast, "TryStar", None)) if node is not None)  # `except*` (3.11)
 _BUILTINS = frozenset({"enumerate", "zip", "len", "range", "list", "tuple", "reversed", "iter", "isinstance"})
 
@@ -45,6 +45,11 @@ def _calls(nodes: list[ast.stmt] | list[ast.AST]) -> Iterator[ast.Call]:
         for node in ast.walk(stmt):
             if isinstance(node, ast.Call):
                 yield node
+
+
+def calls_any(nodes: list[ast.stmt] | list[ast.AST], methods: frozenset[str] | set[str]) -> bool:
+    """Does ``nodes`` call a method (or a function) of one of these names anywhere?"""
+    return any(_method(call) in methods for call in _calls(nodes))
 
 
 def _method(call: ast.Call) -> str:

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.core.call_targets import FunctionTarget, InstanceCall, MethodTarget
 from graphlint.checkers.machinery.core.names import source_text
+from graphlint.checkers.machinery.flows.stream.stream_certainty import ORDERING_METHODS
 from graphlint.checkers.machinery.flows.stream.stream_identity import MAIN, UNKNOWN
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder, ModuleState
 
 ALL = "<all>"  # every stream: `torch.cuda.synchronize()`
-_ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "record", "record_event", "wait", "synchronize"})
 _CURRENT_METHODS = frozenset({"current_stream", "default_stream"})
 
 
@@ -221,7 +221,7 @@ def _waits_before(block: list[ast.stmt], index: int) -> Iterator[str]:
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
             return
         call = stmt.value
-        if not (isinstance(call.func, ast.Attribute) and call.func.attr in _ORDERING_METHODS):
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr in ORDERING_METHODS):
             return
         if call.func.attr == "wait_stream" and call.args and _is_current(call.args[0]):
             yield source_text(call.func.value)

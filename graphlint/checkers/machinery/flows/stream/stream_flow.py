@@ -27,7 +27,9 @@ from graphlint.checkers.machinery.flows.stream.data_replacement import data_repl
 from graphlint.checkers.machinery.flows.stream.stream_bindings import StreamBindings
 from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls, is_host_copy
 from graphlint.checkers.machinery.flows.stream.stream_certainty import (
+    ORDERING_METHODS,
     between,
+    calls_any,
     hands_a_stream,
     may_return_itself,
     on_every_path_after,
@@ -906,7 +908,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         made = context.args[0]
         if not (isinstance(made, ast.Call) and self.w.resolve(made.func) == "torch.cuda.Stream"):
             return
-        if _calls_any(self.w.body, {"synchronize"}) or _calls_any(stmt.body, _ORDERING_METHODS):
+        if calls_any(self.w.body, {"synchronize"}) or calls_any(stmt.body, ORDERING_METHODS):
             return
         if all(isinstance(inner, ast.Pass) or _is_constant_statement(inner) for inner in stmt.body):
             return
@@ -1123,9 +1125,6 @@ def _range_start(walker: Binder, iterable: ast.expr) -> int | None:
     return int_value(arguments[0], {}) if len(arguments) in (2, 3) else None
 
 
-_ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "record", "record_event", "wait", "synchronize"})
-
-
 def _recorded_now(node: ast.AST) -> bool:
     """`s.record_event()` as an expression: an event of `s`'s work up to here."""
     return (
@@ -1139,18 +1138,6 @@ def _recorded_now(node: ast.AST) -> bool:
 def _is_constant_statement(stmt: ast.stmt) -> bool:
     """A docstring or `...`: a statement that queues nothing."""
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-
-
-def _calls_any(body: list[ast.stmt], methods: frozenset[str] | set[str]) -> bool:
-    """Does ``body`` call a method (or a function) of one of these names anywhere?"""
-    for stmt in body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Call):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-                if name in methods:
-                    return True
-    return False
 
 
 def _waited_events(body: list[ast.stmt]) -> frozenset[str]:

@@ -408,11 +408,15 @@ def markdown(rows: list[dict], modes: list[str], measured: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def measured_commit() -> str:
+def measured_commit(root: Path = ROOT) -> str:
+    """The graphlint commit measured (`+dirty` with local changes), or "unknown" outside git
+    (a copy of the tree, an sdist), so the results' file name always names something."""
     try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "graphlint"], capture_output=True)
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "graphlint"], capture_output=True)
     except OSError:
+        return "unknown"
+    if head.returncode != 0 or not head.stdout.strip():
         return "unknown"
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
@@ -458,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows, modes)
     if args.results:
         measured = measured_commit()
+        Path(args.results).mkdir(parents=True, exist_ok=True)  # a half-hour run must not die on a missing folder
         stem = Path(args.results) / f"bugfix_pairs-{date.today().isoformat()}-{measured}"
         Path(f"{stem}.json").write_text(json.dumps({"graphlint": measured, "modes": modes, "pairs": rows}, indent=1))
         Path(f"{stem}.md").write_text(markdown(rows, modes, measured))

@@ -146,8 +146,7 @@ def _toml(path: Path, fixed: str, later: str) -> Path:
 def test_a_caught_pair_and_a_miss_with_its_reason(history, tmp_path, capsys):
     mirrors, fixed, later = history
     pairs = _toml(tmp_path / "pairs.toml", fixed, later)
-    results = tmp_path / "results"
-    results.mkdir()
+    results = tmp_path / "results" / "new"  # made by the run: a long run must not die writing
     argv = ["--mirrors", str(mirrors), "--pairs", str(pairs), "--modes", "default,values", "--jobs", "1"]
     assert bugfix_pairs.main([*argv, "--work", str(tmp_path / "work"), "--results", str(results)]) == 0
     table = capsys.readouterr().out
@@ -160,6 +159,12 @@ def test_a_caught_pair_and_a_miss_with_its_reason(history, tmp_path, capsys):
     assert not missed["modes"]["default"]["caught"]
     assert missed["reason"] == "not-reached"  # the helper is in no capture: GL101 never looks there
     assert next(results.glob("bugfix_pairs-*.md")).read_text().count("| proj@") == 2
+
+
+def test_results_outside_git_are_named_unknown(tmp_path):
+    assert bugfix_pairs.measured_commit(tmp_path) == "unknown"
+    if (ROOT / ".git").exists():  # a clone names its commit
+        assert re.fullmatch(r"[0-9a-f]{7,}(\+dirty)?", bugfix_pairs.measured_commit())
 
 
 def test_a_missing_mirror_is_a_clear_error(tmp_path):

@@ -58,7 +58,7 @@ RULE = declare(
             "ordering it could have hidden (only forks, or only joins, and no stream handed to a "
             "helper); real code has few, and each one the history benchmark met was a bug its "
             "maintainers fixed (benchmarks/recall/bugfix_pairs.toml: DeepSpeed be60451f, Megatron-LM "
-            "3548385a, 9bc05526, de56227b, ae670762 and 7eed06b0, apex a5d51c01, TransformerEngine 039fcd1f)."
+            "3548385a, 9bc05526, de56227b, ae670762 and 7eed06b0, apex a5d51c01, TransformerEngine 039fcd1f, ColossalAI cd736c81)."
         ),
         name="cross-stream-use-without-wait",
         summary=(

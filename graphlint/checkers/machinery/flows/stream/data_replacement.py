@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.core.names import source_text
-from graphlint.checkers.machinery.flows.stream.stream_certainty import is_fork, records_anywhere
+from graphlint.checkers.machinery.core.syntax import statements
+from graphlint.checkers.machinery.flows.stream.stream_certainty import is_fork, own_expressions
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder
@@ -38,35 +39,24 @@ def data_replaced(
 ) -> Replacement | None:
     """`t.data = ...` (``target``, in ``stmt``) in ``block``, whose stream is ``stream``: the
     read of `t` the block queued first, when `t` was not made in the block (then its memory
-    is the side stream's own) and the function records no stream for any tensor."""
+    is the side stream's own). The caller checks that the function records no stream for any
+    tensor (`FunctionOrderings.records`)."""
     if not (isinstance(target, ast.Attribute) and target.attr == "data"):
         return None
     name = source_text(target.value)
-    if not name or records_anywhere(walker.body):
+    if not name:
         return None
     read = None
-    for earlier in _statements_until(block.body, stmt):
-        if earlier is not stmt and _assigns(earlier, name):
+    for earlier in statements(block.body):
+        if earlier is stmt:
+            read = read or _first_read([stmt], name, skip=target)
+            break
+        if _assigns(earlier, name):
             return None  # made (or swapped) on the side stream already: its own memory
-        read = read or _first_read(earlier, name, skip=target if earlier is stmt else None)
+        read = read or _first_read(own_expressions(earlier), name, skip=None)
     if read is None:
         return None
     return Replacement(name, read, _forked_before(walker, block, stream))
-
-
-def _statements_until(body: list[ast.stmt], stop: ast.stmt) -> list[ast.stmt]:
-    """The simple statements of ``body`` in order, nested ones included, up to ``stop``."""
-    found: list[ast.stmt] = []
-    for stmt in body:
-        inner = [getattr(stmt, field, None) for field in ("body", "orelse", "finalbody")]
-        nested = [s for part in inner if isinstance(part, list) for s in part if isinstance(s, ast.stmt)]
-        if nested and stmt is not stop:
-            found.extend(_statements_until(nested, stop))
-        else:
-            found.append(stmt)
-        if stop in found:
-            break
-    return found
 
 
 def _assigns(stmt: ast.stmt, name: str) -> bool:
@@ -79,17 +69,18 @@ def _assigns(stmt: ast.stmt, name: str) -> bool:
     return False
 
 
-def _first_read(stmt: ast.stmt, name: str, skip: ast.AST | None) -> ast.AST | None:
-    """The first read of ``name``'s memory in ``stmt``, outside ``skip`` (the assignment's
+def _first_read(nodes: list[ast.AST], name: str, skip: ast.AST | None) -> ast.AST | None:
+    """The first read of ``name``'s memory in ``nodes``, outside ``skip`` (the assignment's
     target): passed on, an operand, `name.data`, or a method that reads it (`name.to(...)`,
     `name.div_(...)`); not `name.attr` (a Python attribute) nor metadata (`name.size()`)."""
     skipped = {id(node) for node in ast.walk(skip)} if skip is not None else set()
-    parents = {id(child): parent for parent in ast.walk(stmt) for child in ast.iter_child_nodes(parent)}
-    for node in ast.walk(stmt):
-        if id(node) in skipped or not isinstance(node, (ast.Attribute, ast.Name)):
-            continue
-        if isinstance(node.ctx, ast.Load) and source_text(node) == name and _reads_memory(node, parents):
-            return node
+    for root in nodes:
+        parents = {id(child): parent for parent in ast.walk(root) for child in ast.iter_child_nodes(parent)}
+        for node in ast.walk(root):
+            if id(node) in skipped or not isinstance(node, (ast.Attribute, ast.Name)):
+                continue
+            if isinstance(node.ctx, ast.Load) and source_text(node) == name and _reads_memory(node, parents):
+                return node
     return None
 
 

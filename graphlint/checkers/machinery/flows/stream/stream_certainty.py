@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core import tensor_values as V
 from graphlint.checkers.machinery.core.names import source_text
+from graphlint.checkers.machinery.core.syntax import statements
 from graphlint.checkers.machinery.flows.stream.stream_identity import names_current_stream
 
 if TYPE_CHECKING:
@@ -37,7 +40,7 @@ ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "record", "record_eve
 # them is the flow's reading of an ordering, which is where its false findings come from.
 _ORDERING = ORDERING_METHODS | {"record_stream", "barrier", "query"}
 _TRIES = tuple(node for node in (ast.Try, getattr(ast, "TryStar", None)) if node is not None)  # `except*` (3.11)
-_BUILTINS = frozenset({"enumerate", "zip", "len", "range", "list", "tuple", "reversed", "iter", "isinstance"})
+_BUILTINS = V.ROW_ITERATORS | {"len", "range", "isinstance"}  # calls that pass a stream list on to no helper
 
 
 def _calls(nodes: list[ast.stmt] | list[ast.AST]) -> Iterator[ast.Call]:
@@ -112,17 +115,13 @@ def _is_stream_argument(walker: Binder, node: ast.AST) -> bool:
 
 
 def between(body: list[ast.stmt], first: int, last: int) -> list[ast.AST]:
-    """The statements of ``body`` (at any depth, compound ones by their header only) that start
-    on lines ``first``..``last``: what runs between a use and a release written after it."""
-    found: list[ast.AST] = []
-    for stmt in body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.stmt) and first <= node.lineno <= last:
-                found.extend(_own_expressions(node))
-    return found
+    """What runs between a use and a release written after it: the statements of ``body``
+    (nested ones too, definitions not entered) that start on lines ``first``..``last``,
+    compound ones by their header only."""
+    return [part for stmt in statements(body) if first <= stmt.lineno <= last for part in own_expressions(stmt)]
 
 
-def _own_expressions(stmt: ast.stmt) -> list[ast.AST]:
+def own_expressions(stmt: ast.stmt) -> list[ast.AST]:
     """A statement's own expressions: a compound statement's header, a simple one whole."""
     if isinstance(stmt, (ast.If, ast.While)):
         return [stmt.test]
@@ -130,7 +129,7 @@ def _own_expressions(stmt: ast.stmt) -> list[ast.AST]:
         return [stmt.iter]
     if isinstance(stmt, (ast.With, ast.AsyncWith)):
         return [item.context_expr for item in stmt.items]
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try, ast.Match)):
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try, ast.Match, *_TRIES)):
         return []
     return [stmt]
 
@@ -178,14 +177,38 @@ def _branch_arms(stmt: ast.stmt) -> Iterator[tuple[str, list[ast.stmt]]]:
         yield "", stmt.body
 
 
+class FunctionOrderings:
+    """The whole-function answers above, each computed once per walk: a function with many
+    crossings or releases asks them for every one, and each is a scan of the whole body."""
+
+    def __init__(self, walker: Binder) -> None:
+        self.w = walker
+
+    @cached_property
+    def forks_only(self) -> bool:
+        return orders_by_forks_only(self.w, self.w.body)
+
+    @cached_property
+    def joins_only(self) -> bool:
+        return side_streams_never_wait(self.w, self.w.body)
+
+    @cached_property
+    def hands_a_stream(self) -> bool:
+        return hands_a_stream(self.w, self.w.body)
+
+    @cached_property
+    def records(self) -> bool:
+        return records_anywhere(self.w.body)
+
+
 def records_anywhere(body: list[ast.stmt]) -> bool:
     """Does the function call `record_stream` at all (on any name of any memory)?"""
     return any(_method(call) == "record_stream" for call in _calls(body))
 
 
 def may_return_itself(value: ast.AST | None, name: str) -> bool:
-    """`x = x.to(dtype)`, `x = x.contiguous()`, `x = x.float()`: the call returns `x` itself
-    when it has nothing to do, so the rebinding may free nothing."""
+    """`x = x.to(dtype)`, `x = x.float()`: the call returns `x` itself when it has nothing to
+    do, so the rebinding may free nothing (`x.contiguous()` is a view: tensor_values)."""
     return (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)

@@ -28,14 +28,13 @@ from graphlint.checkers.machinery.flows.stream.stream_bindings import StreamBind
 from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls, is_host_copy
 from graphlint.checkers.machinery.flows.stream.stream_certainty import (
     ORDERING_METHODS,
+    FunctionOrderings,
     between,
     calls_any,
     hands_a_stream,
     may_return_itself,
     on_every_path_after,
     orders_by_forks_only,
-    records_anywhere,
-    side_streams_never_wait,
     waits_in_class,
 )
 from graphlint.checkers.machinery.flows.stream.stream_identity import (
@@ -194,8 +193,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.quiet = quiet
         self.position = 0
         self.current = [MAIN]
-        self.pushed: list[int] = []  # streams entered per open `with`
-        self.blocks: list[tuple[ast.With | ast.AsyncWith, ast.expr]] = []  # open stream blocks, their stream
+        # Per stream entered (as `self.current` grows): its `with` and the stream argument, if a call's.
+        self.blocks: list[tuple[ast.With | ast.AsyncWith, ast.expr | None]] = []
         self.tensors = TensorState()  # name -> what device memory it holds (tensor_state)
         self.plain: set[str] = set()  # names bound to Python values built here (strings)
         # Names bound to values not tracked as tensors -> (stream, position) of that binding.
@@ -219,6 +218,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.neighbours = BlockNeighbours()
         self.entered: set[str] = set()  # streams whose blocks this walk has entered
         self.unpacked: dict[str, frozenset[str]] = {}  # name -> names some `a, b = ...` bound with it
+        self.orderings = FunctionOrderings(walker)  # what the function writes of orderings (certainty)
         self.init_releases()
         self.init_calls()
 
@@ -275,7 +275,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             if not any(tensor == name and stream != side for tensor, stream in self.recorded):
                 # Certain: nothing here hands a stream to a helper (which may record it) and
                 # the side stream never waits for the current one before it allocates again.
-                certain = not hands_a_stream(self.w, self.w.body) and not waits_in_class(self.w, side)
+                certain = not self.orderings.hands_a_stream and not waits_in_class(self.w, side)
                 self.emit(HandedWithoutRecord(stmt, name, side, certain))
         if not ended:  # else every path returned (or raised), and scope_end ran there
             self.scope_end()
@@ -305,15 +305,11 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self.entered.add(stream)
                 self.enter_stream(stream)
                 self.current.append(stream)
-                self.pushed.append(id(stmt))
-                if isinstance(expr, ast.Call) and expr.args:
-                    self.blocks.append((stmt, expr.args[0]))
+                self.blocks.append((stmt, expr.args[0] if isinstance(expr, ast.Call) and expr.args else None))
 
     def exit_with(self, stmt: ast.With | ast.AsyncWith) -> None:
         while self.blocks and self.blocks[-1][0] is stmt:
             self.blocks.pop()
-        while self.pushed and self.pushed[-1] == id(stmt):
-            self.pushed.pop()
             self.neighbours.exited(self.current.pop(), self.tick())
 
     def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
@@ -502,11 +498,11 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         """`t.data = new` in a side stream's block that read `t`: its old memory is freed
         while the block's work may still read it (`data_replacement`)."""
         stream = self.current[-1]
-        if not self.blocks or stream in (MAIN, UNKNOWN) or self.off_device:
+        if not self.blocks or stream in (MAIN, UNKNOWN) or self.off_device or self.orderings.records:
             return
         block, expr = self.blocks[-1]
-        if not self.pushed or self.pushed[-1] != id(block):
-            return  # the current stream is not this block's (a StreamContext entered inside it)
+        if expr is None:
+            return  # entered through a StreamContext object: its stream is not spelled here
         found = data_replaced(self.w, block, expr, target, stmt)
         if found is not None:
             self.emit(DataSwappedInUse(stmt, found.name, found.read, stream, found.forked))
@@ -605,11 +601,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         if isinstance(stmt, ast.Assign) and may_return_itself(stmt.value, release.name):
             return False
         span = between(self.w.body, used_at, stmt.lineno)
-        return (
-            orders_by_forks_only(self.w, span)
-            and not hands_a_stream(self.w, span)
-            and not records_anywhere(self.w.body)
-        )
+        return orders_by_forks_only(self.w, span) and not hands_a_stream(self.w, span) and not self.orderings.records
 
     # -- uses ----------------------------------------------------------------------------
     def use_target(self, target: ast.AST, write: bool) -> None:
@@ -653,16 +645,15 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         """Is this crossing unordered by anything the function could hide? The tensor's memory
         is made here; out of a side-stream block, the function orders only by forks; into
         one, only the current stream ever waits; and no helper is handed a stream."""
-        body = self.w.body
         if self.off_device or binding.partial or binding.joined or UNKNOWN in (producer, consumer):
             return False
         if not all(storage.made_here and not storage.holder for storage in binding.storages):
             return False
-        if hands_a_stream(self.w, body):
+        if self.orderings.hands_a_stream:
             return False
         if consumer == MAIN:
-            return orders_by_forks_only(self.w, body)
-        return producer == MAIN and side_streams_never_wait(self.w, body)
+            return self.orderings.forks_only
+        return producer == MAIN and self.orderings.joins_only
 
     def _crossing(self, binding: Binding, stream: str, now: int) -> tuple[str, int] | None:
         """The write on another stream, unordered with this use on ``stream``, or None.

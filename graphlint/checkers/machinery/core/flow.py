@@ -32,6 +32,10 @@ class FlowState:
 
     loop_passes = 2
 
+    def pass_count(self, stmt: ast.For | ast.AsyncFor | ast.While) -> int:
+        """How many times to walk this loop's body (a state may need more for some loops)."""
+        return self.loop_passes
+
     def simple(self, stmt: ast.stmt) -> None:
         """A statement without blocks: assignments, expressions, return, del, raise, ..."""
 
@@ -129,7 +133,7 @@ class _Walker:
         state = self.state
         state.header(stmt.test if isinstance(stmt, ast.While) else stmt.iter, stmt)
         state.enter_loop(stmt)
-        for _ in range(state.loop_passes):
+        for _ in range(state.pass_count(stmt)):
             if not isinstance(stmt, ast.While):
                 state.loop_target(stmt)
             self.block(stmt.body)

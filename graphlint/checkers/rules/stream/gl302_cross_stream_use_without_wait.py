@@ -13,10 +13,11 @@ stream and leaves the block's own stream unordered (apex's halo correction, Mega
 offloaded optimizer).
 And a tensor produced on one stream and used on another with no wait between, where the
 function shows the whole story (`stream_certainty`): made in a side-stream block and used
-after it in a function that orders only by forks (the prefetch slip), or made here on the
-current stream and read in a side stream's block in a function where no stream but the
-current one ever waits (Megatron-LM 7eed06b0, TransformerEngine 039fcd1f); no helper handed
-a stream in either.
+after it where the orderings that can run between the two are forks only (the prefetch
+slip; a join after the loop that reads back `outs[i - 1]` comes too late), or written here
+on the current stream and read in a side stream's block where the orderings between are
+joins only (Megatron-LM 7eed06b0, TransformerEngine 039fcd1f); a wait in one arm of an `if`
+orders nothing another arm wrote (TransformerEngine 611d876e); no helper handed a stream.
 In preview: the other cross-stream uses, which on real code are mostly ordered elsewhere.
 """
 
@@ -54,11 +55,13 @@ RULE = declare(
             "The default mode reports the waits that name the default stream for the current one, "
             "the streams made to wait for themselves, the blocks on a stream made in the `with` "
             "itself that no sync orders, and the forks and joins next to a block that name another "
-            "stream, and the cross-stream uses of tensors made in the function where it shows no "
-            "ordering it could have hidden (only forks, or only joins, and no stream handed to a "
-            "helper); real code has few, and each one the history benchmark met was a bug its "
-            "maintainers fixed (benchmarks/recall/bugfix_pairs.toml: DeepSpeed be60451f, Megatron-LM "
-            "3548385a, 9bc05526, de56227b, ae670762 and 7eed06b0, apex a5d51c01, TransformerEngine 039fcd1f, ColossalAI cd736c81)."
+            "stream, and the cross-stream uses of tensors written in the function where no ordering "
+            "it could have hidden can run between the write and the use (only forks, or only joins, "
+            "none in an arm the write's path skips, and no stream handed to a helper); real code has "
+            "few, and each one the history benchmark met was a bug its maintainers fixed "
+            "(benchmarks/recall/bugfix_pairs.toml: DeepSpeed be60451f, Megatron-LM 3548385a, "
+            "9bc05526, de56227b, ae670762 and 7eed06b0, apex a5d51c01, TransformerEngine 039fcd1f, "
+            "611d876e and 86ade9ea, ColossalAI cd736c81 and d86ddd9b)."
         ),
         name="cross-stream-use-without-wait",
         summary=(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
 from graphlint.checkers.machinery.core.syntax import statements
+from graphlint.checkers.machinery.flows.stream.stream_certainty import own_expressions
 from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, Storage, TensorState, escape, new_storage
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ class StreamBindings:
     untracked: dict[str, tuple[str, int]]  # name -> (stream, position) of a binding not tracked
     unpacked: dict[str, frozenset[str]]  # name -> the names some `a, b = ...` bound with it
     params: set[str]
+    lists: set[str]  # names bound to fresh lists (list_elements)
     callee: Callable[[ast.Call], Binder | None]  # stream_calls: the same-file function a call runs
 
     def tick(self) -> int:  # pragma: no cover - the flow's
@@ -39,6 +41,9 @@ class StreamBindings:
         raise NotImplementedError
 
     def rebound(self, name: str, value: ast.AST | None) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def element_written(self, target: ast.Subscript, made: Binding | None, stmt: ast.stmt) -> None:  # pragma: no cover
         raise NotImplementedError
 
     # -- what a value is -------------------------------------------------------------------
@@ -200,13 +205,16 @@ class StreamBindings:
             self.unpacked[name] = self.unpacked.get(name, frozenset()) | together
         for element, made in zip(target.elts, parts, strict=True):
             if isinstance(element, ast.Starred):
-                element, made = element.value, None
+                element, made = element.value, _rest(made)
             if isinstance(element, ast.Name):
                 plain = element.id in self.plain and made is None
                 self.rebind(element.id, made, stmt, now)
                 self.rebound(element.id, None)
+                self.lists.discard(element.id)
                 if plain:
                     self.plain.add(element.id)  # `out, layout = f(x, layout)`: still a string
+            elif isinstance(element, ast.Subscript):
+                self.element_written(element, made, stmt)
             elif isinstance(element, (ast.Tuple, ast.List)):
                 self.unpack(element, None, stmt)
 
@@ -215,6 +223,16 @@ class StreamBindings:
         starred = any(isinstance(element, ast.Starred) for element in target.elts)
         if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(names) and not starred:
             return [self.made_by(part, name, now) for part, name in zip(value.elts, names, strict=True)]
+        mapped = _views_over(value, len(names), self.w.resolve)
+        if mapped is not None:  # `k, v = [x[a:b] for x in [k, v]]`: each a view of its own
+            return [
+                self._view(element, name, now, part=True) if isinstance(element, ast.Name) else None
+                for element, name in zip(mapped, names, strict=True)
+            ]
+        made = _call_over(value, len(names))
+        if made is not None and any(self._is_tensor_value(element) for element in made[1]):
+            # `q, k = [quantize(x, fmt) for x in (q, k)]`, over a zip of lists too: new tensors
+            return [self._fresh(made[0], name, now) for name in names]
         base = V.splits(value, self.w.resolve) if isinstance(value, ast.expr) else None  # type: ignore[arg-type]
         if isinstance(value, ast.Name) and value.id in self.tensors:
             base = value  # rows of a tensor, or the contents of a holder
@@ -264,3 +282,86 @@ def _either(bindings: list[Binding | None]) -> Binding | None:
 
 def _returns(body: list[ast.stmt]) -> list[ast.Return]:
     return [stmt for stmt in statements(body) if isinstance(stmt, ast.Return)]
+
+
+def _rest(made: Binding | None) -> Binding | None:
+    """`out, *rest = kernel(x)`: ``rest`` is a list holding what the call made."""
+    if made is None:
+        return None
+    holder = new_storage("*", made.storages[0].alloc_stream if made.storages else "", holder=True)
+    holder.contents = list(made.storages)
+    return Binding([holder], list(made.producers))
+
+
+def _views_over(value: ast.AST | None, count: int, resolve: Callable) -> list[ast.expr] | None:
+    """`[x[a:b] for x in [k, v]]`, `[x.movedim(0, 1).contiguous() for x in (k, v)]`: a view
+    of each of ``count`` listed values, in order (their expressions), else None."""
+    loop = _one_loop(value)
+    if loop is None or not isinstance(loop.target, ast.Name):
+        return None
+    if not isinstance(loop.iter, (ast.List, ast.Tuple)) or len(loop.iter.elts) != count:
+        return None
+    root = V.view_root(value.elt, resolve)  # type: ignore[union-attr]
+    if not (isinstance(root, ast.Name) and root.id == loop.target.id):
+        return None
+    return list(loop.iter.elts)
+
+
+def _call_over(value: ast.AST | None, count: int) -> tuple[ast.Call, list[ast.expr]] | None:
+    """`[f(x) for x in (a, b)]`, `[g(x, data=y) for x, y in zip([a, b], [c, d])]`: one call
+    per listed value, ``count`` of them: the call, and every value listed."""
+    loop = _one_loop(value)
+    if loop is None or not isinstance(value.elt, ast.Call):  # type: ignore[union-attr]
+        return None
+    lists = [loop.iter]
+    if isinstance(loop.iter, ast.Call) and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "zip":
+        lists = list(loop.iter.args)
+    if not lists or not all(isinstance(part, (ast.List, ast.Tuple)) and len(part.elts) == count for part in lists):
+        return None
+    return value.elt, [element for part in lists for element in part.elts]  # type: ignore[union-attr, attr-defined]
+
+
+def _one_loop(value: ast.AST | None) -> ast.comprehension | None:
+    if not (isinstance(value, ast.ListComp) and len(value.generators) == 1):
+        return None
+    loop = value.generators[0]
+    return None if loop.ifs or loop.is_async else loop
+
+
+# Calls whose first argument can only be a tensor: what torch.distributed reduces, gathers,
+# sends or receives into.
+_TENSOR_FIRST = frozenset(
+    {
+        "all_reduce",
+        "reduce",
+        "broadcast",
+        "all_gather_into_tensor",
+        "reduce_scatter_tensor",
+        "all_to_all_single",
+        "send",
+        "recv",
+        "isend",
+        "irecv",
+    }
+)
+_TENSOR_METHODS = frozenset({"copy_", "record_stream", "untyped_storage", "data_ptr"})  # only tensors have them
+
+
+def tensors_by_use(walker: Binder) -> frozenset[str]:
+    """Names the function uses as tensors only a tensor can be: handed first to a collective
+    (`dist.all_reduce(g)`) or called with a tensor-only method (`g.copy_(x)`). A name bound
+    to a call the flow cannot see into (`g = self._store.flat_grads()`) is a tensor then."""
+    found: set[str] = set()
+    for stmt in statements(walker.body):
+        for node in (node for part in own_expressions(stmt) for node in ast.walk(part)):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _TENSOR_METHODS and isinstance(func.value, ast.Name):
+                found.add(func.value.id)
+            name = walker.resolve(func) or ""
+            first = node.args[0] if node.args else None
+            if name.startswith("torch.distributed.") and name.rsplit(".", 1)[-1] in _TENSOR_FIRST:
+                if isinstance(first, ast.Name):
+                    found.add(first.id)
+    return frozenset(found)

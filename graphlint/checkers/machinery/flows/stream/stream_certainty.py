@@ -75,15 +75,13 @@ def is_fork(walker: Binder, call: ast.Call) -> bool:
 def side_streams_never_wait(walker: Binder, body: list[ast.stmt]) -> bool:
     """Does no stream but the current one wait in ``body``? Every ordering call is a join
     (`torch.cuda.current_stream().wait_stream(s)`): no fork, event, sync or `record_stream`."""
-    for call in _calls(body):
-        method = _method(call)
-        if method == "wait_stream":
-            receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
-            if receiver is None or not names_current_stream(walker, receiver):
-                return False
-        elif method in _ORDERING:
-            return False
-    return True
+    return all(_method(call) not in _ORDERING or is_current_join(walker, call) for call in _calls(body))
+
+
+def is_current_join(walker: Binder, call: ast.Call) -> bool:
+    """`torch.cuda.current_stream().wait_stream(s)`: the current stream waits for another."""
+    func = call.func
+    return isinstance(func, ast.Attribute) and func.attr == "wait_stream" and names_current_stream(walker, func.value)
 
 
 def orders_by_forks_only(walker: Binder, nodes: list[ast.stmt] | list[ast.AST]) -> bool:
@@ -143,13 +141,16 @@ def on_every_path_after(body: list[ast.stmt], first: ast.stmt, second: ast.stmt)
     return outer is not None and inner is not None and set(outer) <= set(inner)
 
 
-def _arms(body: list[ast.stmt], target: ast.stmt, held: tuple[tuple[int, str], ...] = ()) -> tuple | None:
-    """The branch arms (statement id, field) around ``target`` in ``body``, or None if absent."""
+Arm = tuple[ast.stmt, str]  # a branch of a statement: the `if` and "body", the `try` and "handler0"
+
+
+def _arms(body: list[ast.stmt], target: ast.stmt, held: tuple[Arm, ...] = ()) -> tuple[Arm, ...] | None:
+    """The branch arms (statement, field) around ``target`` in ``body``, or None if absent."""
     for stmt in body:
         if stmt is target:
             return held
         for field, arm in _branch_arms(stmt):
-            found = _arms(arm, target, (*held, (id(stmt), field)) if field else held)
+            found = _arms(arm, target, (*held, (stmt, field)) if field else held)
             if found is not None:
                 return found
     return None
@@ -249,3 +250,183 @@ def waits_in_class(walker: Binder, stream: str) -> bool:
         if (method in ("wait_stream", "wait_event") and receiver == stream) or method in ("synchronize", "barrier"):
             return True
     return False
+
+
+def exclusive(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> bool:
+    """Are the two in different arms of one `if`, `match` or `try` (its handlers, its `else`)?
+    Then no path runs both, and an ordering in one cannot order the other."""
+    one, other = _arms(body, first), _arms(body, second)
+    if one is None or other is None:
+        return False
+    fields = dict(one)
+    return any(stmt in fields and fields[stmt] != field for stmt, field in other)
+
+
+def orderings_before(walker: Binder, use: ast.stmt, producer: ast.stmt | None) -> list[ast.Call]:
+    """The ordering calls that can run on a path from ``producer`` to ``use``: those written
+    before the use or in a loop around it, and in no arm exclusive with either. Anything else
+    runs after the use or on another path, however the flow reads it."""
+    body = walker.body
+    around = _enclosing(body, use) or []
+    looped = {id(s) for loop in around if isinstance(loop, _LOOPS) for s in statements(loop.body)}
+    found: list[ast.Call] = []
+    for stmt in statements(body):
+        if stmt.lineno >= use.lineno and id(stmt) not in looped:
+            continue
+        calls = [call for call in _calls(own_expressions(stmt)) if _method(call) in _ORDERING]
+        if not calls or exclusive(body, use, stmt) or (producer is not None and exclusive(body, producer, stmt)):
+            continue
+        found.extend(calls)
+    return found
+
+
+def may_run_both(body: list[ast.stmt], producer: ast.stmt, use: ast.stmt) -> bool:
+    """Can one path run both ``producer`` and ``use``, when alternatives bound the name
+    differently? The tests of the arms around each (those not around both) are read as facts
+    on names the function never rebinds (`fmt == "thd"`, `fmt not in ("a", "b")`, `flag`,
+    `x is None`): a path runs both when those facts agree (`if fmt == "thd": k = reorder(k)`
+    then, in the `else` of `if fmt in ("bshd", "sbhd"):`, a use of `k`), and the tests not
+    read so share no name with the other side's tests (no flag ties them)."""
+    sides = _arm_sides(body, producer, use)
+    if sides is None:
+        return False
+    rebound = _rebound(body)
+    facts, unread = _facts([*sides[0], *sides[1]], rebound)
+    if not _consistent(facts):
+        return False
+    names = [_test_names(stmt for stmt, _ in side) for side in sides]
+    for arm in unread:
+        tested = _test_names(iter([arm[0]]))
+        if tested & names[1 if arm in sides[0] else 0]:
+            return False  # a flag this side tests is tested on the other side too
+    return True
+
+
+def never_both(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> bool:
+    """Do the tests around the two say no path runs both (`if fmt == "thd":` around one, `if
+    fmt in ("bshd", "sbhd"):` around the other, `fmt` never rebound)? Loop passes included:
+    the facts hold for the whole call. Tests not read so are left out: if what is read
+    cannot hold at once, neither can all of it."""
+    sides = _arm_sides(body, first, second)
+    if sides is None:
+        return False
+    facts, _ = _facts([*sides[0], *sides[1]], _rebound(body))
+    return not _consistent(facts)
+
+
+def _arm_sides(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> tuple[list, list] | None:
+    """The arms around each of the two that are not around both."""
+    one, other = _arms(body, first), _arms(body, second)
+    if one is None or other is None:
+        return None
+    shared = set(one) & set(other)
+    return [arm for arm in one if arm not in shared], [arm for arm in other if arm not in shared]
+
+
+def _facts(arms: list[tuple[ast.stmt, str]], rebound: set[str]) -> tuple[list[Fact], list[tuple[ast.stmt, str]]]:
+    """The facts holding in all these arms, on names the function never rebinds, and the arms
+    whose tests are not read so."""
+    found: list[Fact] = []
+    unread: list[tuple[ast.stmt, str]] = []
+    for arm in arms:
+        facts = _arm_facts(*arm)
+        if facts is None or any(name in rebound for name, _, _ in facts):
+            unread.append(arm)
+        else:
+            found.extend(facts)
+    return found, unread
+
+
+def _rebound(body: list[ast.stmt]) -> set[str]:
+    return {
+        node.id
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del))
+    }
+
+
+_FALSY = object()  # the value a false flag holds, for `if flag:` / `if not flag:`
+Fact = tuple[str, bool, frozenset]  # (name, is one of, values): `fmt in {"a"}`, `fmt not in {"b"}`
+
+
+def _arm_facts(stmt: ast.stmt, field: str) -> list[Fact] | None:
+    """What holding in this arm says about names, or None when the test is not read so."""
+    if not isinstance(stmt, ast.If) or field not in ("body", "orelse"):
+        return None
+    return _test_facts(stmt.test, field == "body")
+
+
+def _test_facts(test: ast.expr, holds: bool) -> list[Fact] | None:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _test_facts(test.operand, not holds)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) == holds:
+        parts = [_test_facts(value, holds) for value in test.values]  # all hold / all fail
+        return None if any(part is None for part in parts) else [f for part in parts if part for f in part]
+    if isinstance(test, ast.Name):
+        return [(test.id, not holds, frozenset({_FALSY}))]
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)):
+        return None
+    op, right = test.ops[0], test.comparators[0]
+    values = _constants(right)
+    if values is None:
+        return None
+    if isinstance(op, (ast.Eq, ast.Is)) and len(values) == 1:
+        return [(test.left.id, holds, values)]
+    if isinstance(op, (ast.NotEq, ast.IsNot)) and len(values) == 1:
+        return [(test.left.id, not holds, values)]
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
+        return [(test.left.id, holds == isinstance(op, ast.In), values)]
+    return None
+
+
+def _constants(node: ast.expr) -> frozenset | None:
+    if isinstance(node, ast.Constant):
+        return frozenset({_FALSY if node.value is None else node.value})
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and all(isinstance(e, ast.Constant) for e in node.elts):
+        return frozenset(_FALSY if e.value is None else e.value for e in node.elts)  # type: ignore[attr-defined]
+    return None
+
+
+def _consistent(facts: list[Fact]) -> bool:
+    """Can every name hold a value that meets all its facts at once?"""
+    for name in {name for name, _, _ in facts}:
+        allowed: frozenset | None = None
+        banned: set = set()
+        for fact_name, among, values in facts:
+            if fact_name != name:
+                continue
+            if among:
+                allowed = values if allowed is None else allowed & values
+            else:
+                banned |= values
+        if allowed is not None and not allowed - banned:
+            return False
+    return True
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def _test_names(stmts: Iterator[ast.stmt]) -> set[str]:
+    return {
+        node.id
+        for stmt in stmts
+        if isinstance(stmt, (ast.If, ast.While, ast.Match))
+        for node in ast.walk(stmt.subject if isinstance(stmt, ast.Match) else stmt.test)
+        if isinstance(node, ast.Name)
+    }
+
+
+def _enclosing(body: list[ast.stmt], target: ast.stmt) -> list[ast.stmt] | None:
+    """The compound statements around ``target``, outermost first (None: not in ``body``)."""
+    for stmt in body:
+        if stmt is target:
+            return []
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for _, arm in _branch_arms(stmt):
+            found = _enclosing(arm, target)
+            if found is not None:
+                return [stmt, *found]
+    return None

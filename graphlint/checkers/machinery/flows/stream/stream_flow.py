@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from graphlint.checkers.machinery.core import kinds as T
@@ -24,7 +25,14 @@ from graphlint.checkers.machinery.core import tensor_values as V
 from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.names import evaluation_order, source_text
 from graphlint.checkers.machinery.flows.stream.data_replacement import data_replaced
-from graphlint.checkers.machinery.flows.stream.stream_bindings import StreamBindings
+from graphlint.checkers.machinery.flows.stream.list_elements import (
+    element_index,
+    element_name,
+    elements_of,
+    indexes_back,
+    is_list_value,
+)
+from graphlint.checkers.machinery.flows.stream.stream_bindings import StreamBindings, tensors_by_use
 from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls, is_host_copy
 from graphlint.checkers.machinery.flows.stream.stream_certainty import (
     ORDERING_METHODS,
@@ -32,8 +40,13 @@ from graphlint.checkers.machinery.flows.stream.stream_certainty import (
     between,
     calls_any,
     hands_a_stream,
+    is_current_join,
+    is_fork,
     may_return_itself,
+    may_run_both,
+    never_both,
     on_every_path_after,
+    orderings_before,
     orders_by_forks_only,
     waits_in_class,
 )
@@ -53,7 +66,15 @@ from graphlint.checkers.machinery.flows.stream.stream_neighbours import (
     joins_anywhere,
 )
 from graphlint.checkers.machinery.flows.stream.stream_releases import Deferred, DeferredReleases, LoopPass
-from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, Storage, TensorState, Use, closure
+from graphlint.checkers.machinery.flows.stream.tensor_state import (
+    Binding,
+    Storage,
+    TensorState,
+    Use,
+    closure,
+    escape,
+    written,
+)
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder, ModuleState
@@ -184,6 +205,18 @@ def show_stream(stream: str) -> str:
 _IN_PLACE_SUFFIX = "_"
 
 
+@dataclass
+class Alternatives:
+    """What the branches of one statement start from, and what each left (``fork``..``join``)."""
+
+    state: dict  # the forked attributes before the first branch
+    names: tuple  # the stream names before it
+    deferred: set[int]  # releases deferred before it
+    bounds: list[int]  # the clock at the start of each branch, then at the join
+    ends: list[dict] = field(default_factory=list)  # each finished branch's forked attributes
+    name_ends: list[tuple] = field(default_factory=list)  # and its stream names
+
+
 class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
     """The stream flow over one function (a flow-skeleton state); ``quiet``: summarising the
     function for its callers (`stream_calls`), facts and no findings."""
@@ -202,13 +235,17 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.dead = False  # after `return`/`raise`: this path is over
         self.off_device = False  # in a branch for a device other than CUDA
         self.waits: list[tuple[str, str, int, int]] = []  # (waiter, waited-for, cutoff, at)
+        self.wait_exclusions: dict[tuple[str, str, int, int], tuple[tuple[int, int], ...]] = {}  # join
         self.host_syncs: list[tuple[str | None, int, int]] = []  # (stream or None=all, cutoff, at)
         self.events: dict[str, tuple[str, int]] = {}  # event -> (stream, cutoff)
         self.recorded: set[tuple[str, str]] = set()  # (tensor, stream) from record_stream
         self.pending_host: dict[str, tuple[ast.AST, int, str]] = {}  # host buffer -> (copy, position, stream)
         self.reported: set[tuple[str, int, int]] = set()
-        self.crossed: set[tuple[str, str, int, str]] = set()  # (name, producer, produced at, consumer) reported
+        # (name, producer, produced at, consumer) reported -> whether certain (a sibling may be)
+        self.crossed: dict[tuple[str, str, int, str], bool] = {}
         self.statement: ast.stmt | None = None
+        self.ticked: dict[int, ast.stmt] = {}  # clock -> the statement it ticked in (certainty)
+        self.lists: set[str] = set()  # names bound to fresh lists, whose elements are names too
         self.handed: list[tuple[str, str, ast.stmt]] = []  # (name, side stream, binding statement)
         self.params = set(walker.summary.params) | {"self", "cls"}
         self.names = StreamNames(walker)
@@ -225,6 +262,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
     # -- ordering model --------------------------------------------------------------------
     def tick(self) -> int:
         self.position += 1
+        if self.statement is not None:
+            self.ticked[self.position] = self.statement
         return self.position
 
     def stream_of(self, node: ast.AST | None) -> str:
@@ -244,9 +283,12 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         changed = True
         while changed:  # transitive: a waits for b waits for c
             changed = False
-            for waiter, waited, wait_cutoff, at in self.waits:
+            for wait in self.waits:
+                waiter, waited, wait_cutoff, at = wait
                 if at > now or waited not in frontier or wait_cutoff < frontier[waited]:
                     continue
+                if any(low < frontier[waited] <= high for low, high in self.wait_exclusions.get(wait, ())):
+                    continue  # made in a sibling arm of the wait's: no path runs both
                 if waiter == consumer:
                     return True
                 if frontier.get(waiter, -1) < at:
@@ -326,6 +368,14 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         if counted is not None and isinstance(stmt.target, ast.Name):
             self.names.counters[stmt.target.id] = counted
 
+    def pass_count(self, stmt: ast.For | ast.AsyncFor | ast.While) -> int:
+        """A counted loop that reads back by its counter (`outs[i - 1]`) runs a third pass: the
+        element the second pass writes is read one iteration later (list_elements)."""
+        if isinstance(stmt, (ast.For, ast.AsyncFor)) and indexes_back(stmt):
+            if _range_start(self.w, stmt.iter) is not None:
+                return self.loop_passes + 1
+        return self.loop_passes
+
     def _counter_pass(self, stmt: ast.For | ast.AsyncFor) -> int | None:
         """`for i in range(...)` with a constant start: the value of `i` on this pass (the
         flow's two passes are iterations 0 and 1 of the range: both run when it has two)."""
@@ -356,19 +406,20 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             for value in (getattr(self, name),)
         }
 
-    def fork(self, stmt: ast.stmt) -> tuple[dict, list[dict], tuple, list[tuple], set[int]]:
+    def fork(self, stmt: ast.stmt) -> Alternatives:
         if isinstance(stmt, _TRIES):
             self.dead = False  # a handler runs after a raise anywhere in the body, even before its return
-        return self._snapshot(), [], self.names.snapshot(), [], self.deferred_before()
+        return Alternatives(self._snapshot(), self.names.snapshot(), self.deferred_before(), [self.position])
 
-    def branch(self, stmt: ast.stmt, index: int, start: tuple[dict, list[dict], tuple, list[tuple], set[int]]) -> None:
+    def branch(self, stmt: ast.stmt, index: int, start: Alternatives) -> None:
         if index:  # each alternative starts from what held before them, not from its sibling
-            self.close_branch(start[4])
-            start[1].append({name: getattr(self, name) for name in self._FORKED})
-            for name, value in start[0].items():
+            self.close_branch(start.deferred)
+            start.ends.append({name: getattr(self, name) for name in self._FORKED})
+            for name, value in start.state.items():
                 setattr(self, name, value.copy() if hasattr(value, "copy") else value)
-            start[3].append(self.names.snapshot())
-            self.names.restore(start[2])
+            start.name_ends.append(self.names.snapshot())
+            self.names.restore(start.names)
+            start.bounds.append(self.position)
         if isinstance(stmt, ast.If):
             decided = counter_test(stmt.test, self.names.counters)
             if decided is not None and decided != (index == 0):
@@ -384,10 +435,13 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             if _cuda_guard(self.w, stmt.test) == (index == 1):
                 self.pending_host = {}  # the branch where CUDA is not in use: no copy is in flight
 
-    def join(self, stmt: ast.stmt, start: tuple[dict, list[dict], tuple, list[tuple], set[int]]) -> None:
-        self.close_branch(start[4])
-        self.names.merge(start[3])
-        ends = [*start[1], {name: getattr(self, name) for name in self._FORKED}]
+    def join(self, stmt: ast.stmt, start: Alternatives) -> None:
+        self.close_branch(start.deferred)
+        self.names.merge(start.name_ends)
+        ends = [*start.ends, {name: getattr(self, name) for name in self._FORKED}]
+        start.bounds.append(self.position)
+        if isinstance(stmt, (ast.If, ast.Match)):
+            self._exclude_siblings(start.state["waits"], ends, start.bounds)
         live = [end for end in ends if not end["dead"]] or ends[-1:]
         self.tensors = TensorState.join([end["tensors"] for end in live], [set(end["untracked"]) for end in live])
         self.untracked = {name: bound for end in live for name, bound in end["untracked"].items()}
@@ -396,7 +450,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.waits = _union_lists(end["waits"] for end in live)
         self.host_syncs = _union_lists(end["host_syncs"] for end in live)
         self.recorded = set().union(*(end["recorded"] for end in live))
-        self.off_device = start[0]["off_device"]
+        self.off_device = start.state["off_device"]
         self.events, self.pending_host, self.host_floor = {}, {}, {}
         for end in live:
             self.events.update(end["events"])
@@ -406,6 +460,18 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         for name, (_, copied_at, stream) in self.pending_host.items():
             if any(name in end["pending_host"] and not _synced_in(end, name, stream, copied_at) for end in live):
                 self.host_floor[name] = now  # a path reaches here unsynchronised: other paths' syncs do not count
+
+    def _exclude_siblings(self, before: list[tuple], ends: list[dict], bounds: list[int]) -> None:
+        """A wait made in one arm of an `if` or `match` orders nothing a sibling arm produced:
+        no path runs both (`if fmt == "thd": k = reorder(k)` / `else: ...; s.wait_stream(cur)`
+        leaves the reordered `k` unordered with `s`). The kept waits are the union of the
+        arms' (flags may tie them to later code), so each remembers the ticks it cannot order."""
+        old = set(before)
+        for index, end in enumerate(ends):
+            siblings = [(bounds[j], bounds[j + 1]) for j in range(len(ends)) if j != index]
+            for wait in end["waits"]:
+                if wait not in old:
+                    self.wait_exclusions[wait] = (*self.wait_exclusions.get(wait, ()), *siblings)
 
     def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
         self.passes[id(stmt)] = 0
@@ -469,6 +535,16 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         return self.stream_of(argument)
 
     # -- bindings ------------------------------------------------------------------------
+    @cached_property
+    def _tensors_by_use(self) -> frozenset[str]:
+        return tensors_by_use(self.w)
+
+    def _opaque_call(self, value: ast.AST | None) -> bool:
+        """A call of the project's (not torch's) whose result has no kind the binder knows."""
+        if not isinstance(value, ast.Call) or self.w.ty(value) is not None:
+            return False
+        return not (self.w.resolve(value.func) or "").startswith("torch.")
+
     def bind(self, target: ast.AST, value: ast.AST | None, stmt: ast.stmt) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
             self.unpack(target, value, stmt)
@@ -485,14 +561,43 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self.handed.append((name, side, stmt))
             else:
                 made = self.returned_binding(value, name) or self.made_by(value, name, now)
+                if made is None and name in self._tensors_by_use and self._opaque_call(value):
+                    made = self._external(name, now)  # `g = store.flat()`, all-reduced later
             self.rebind(name, made, stmt, now)
             self.rebound(name, value)
+            self._listed(name, value)
             return
         # self.attr = x / container[k] = x: x now lives beyond this function.
         if value is not None:
             self.escape(value)
         self._data_swap(target, stmt)
         self.use_target(target, write=True)
+        if isinstance(target, ast.Subscript):
+            self.element_written(target, self.made_by(value, source_text(target), self.position), stmt)
+
+    def _listed(self, name: str, value: ast.AST | None) -> None:
+        """`outs = [None] * n`: a fresh list, whose elements are followed from now on."""
+        for element in elements_of(name, list(self.tensors)):
+            self.tensors.pop(element)
+        if is_list_value(value):
+            self.lists.add(name)
+        else:
+            self.lists.discard(name)
+
+    def element_written(self, target: ast.Subscript, made: Binding | None, stmt: ast.stmt) -> None:
+        """`outs[i] = x` into a local list, at an index known on this pass: the element holds x."""
+        container = target.value
+        if not (isinstance(container, ast.Name) and self._is_element(container, target)):
+            return
+        index = element_index(target, self.names.counters)
+        if index is None:
+            return
+        name = element_name(container.id, index)
+        if made is None:
+            self.tensors.pop(name, None)
+            return
+        escape(made.storages)  # the list may be returned or saved: its elements are not released here
+        self.rebind(name, made, stmt, self.tick())
 
     def _data_swap(self, target: ast.AST, stmt: ast.stmt) -> None:
         """`t.data = new` in a side stream's block that read `t`: its old memory is freed
@@ -629,31 +734,46 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         crossing = self._crossing(binding, stream, now)
         if crossing is not None:
             producer, produced_at = crossing
-            if (name, producer, produced_at, stream) not in self.crossed:  # not again in a sibling branch
-                self.crossed.add((name, producer, produced_at, stream))
-                certain = self._certain_crossing(binding, producer, stream)
-                self.emit(CrossStreamUse(node, name, producer, stream, certain))
+            key = (name, producer, produced_at, stream)
+            if self.crossed.get(key) is not True:  # not again in a sibling branch, unless now certain
+                certain = self._certain_crossing(binding, producer, produced_at, stream)
+                if key not in self.crossed or certain:
+                    self.emit(CrossStreamUse(node, name, producer, stream, certain))
+                self.crossed[key] = certain
             binding.produced = (stream, now)  # one report per crossing
         if self.statement is not None:  # a use of a view is a use of its base; of a holder, of what it holds
             for storage in self._this_pass(binding.storages):
                 if stream != storage.alloc_stream and not storage.holder:
                     storage.uses.append(Use(stream, now, self.statement, node))
         if write:
-            binding.produced = (stream, now)
+            written(binding, stream, now)
 
-    def _certain_crossing(self, binding: Binding, producer: str, consumer: str) -> bool:
+    def _certain_crossing(self, binding: Binding, producer: str, produced_at: int, consumer: str) -> bool:
         """Is this crossing unordered by anything the function could hide? The tensor's memory
-        is made here; out of a side-stream block, the function orders only by forks; into
-        one, only the current stream ever waits; and no helper is handed a stream."""
-        if self.off_device or binding.partial or binding.joined or UNKNOWN in (producer, consumer):
+        is made here; no helper is handed a stream; and of the orderings that can run between
+        the write and the use (stream_certainty.orderings_before), out of a side-stream block
+        only forks, into one only joins of the current stream. A name bound differently by
+        alternatives is certain only where no flag ties the binding's branch to the use's."""
+        if self.off_device or binding.partial or UNKNOWN in (producer, consumer):
             return False
         if not all(storage.made_here and not storage.holder for storage in binding.storages):
             return False
-        if self.orderings.hands_a_stream:
+        if self.orderings.hands_a_stream or self.statement is None:
+            return False
+        written = self.ticked.get(produced_at)
+        if binding.joined and (written is None or not may_run_both(self.w.body, written, self.statement)):
             return False
         if consumer == MAIN:
-            return self.orderings.forks_only
-        return producer == MAIN and self.orderings.joins_only
+            return self.orderings.forks_only or self._only_forks_before(written)
+        return producer == MAIN and (self.orderings.joins_only or self._only_joins_before(written))
+
+    def _only_forks_before(self, written: ast.stmt | None) -> bool:
+        assert self.statement is not None
+        return all(is_fork(self.w, call) for call in orderings_before(self.w, self.statement, written))
+
+    def _only_joins_before(self, written: ast.stmt | None) -> bool:
+        assert self.statement is not None
+        return all(is_current_join(self.w, call) for call in orderings_before(self.w, self.statement, written))
 
     def _crossing(self, binding: Binding, stream: str, now: int) -> tuple[str, int] | None:
         """The write on another stream, unordered with this use on ``stream``, or None.
@@ -667,9 +787,17 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             return None
         for producer, produced_at in self._this_pass_producers(binding.producers):
             if producer != stream and UNKNOWN not in (producer, stream):
-                if not self.ordered(producer, produced_at, stream, now):
+                if not self.ordered(producer, produced_at, stream, now) and not self._apart(produced_at):
                     return producer, produced_at
         return None
+
+    def _apart(self, produced_at: int) -> bool:
+        """The tests around the write and the use say no path runs both (stream_certainty.
+        never_both): that write is not what this use reads."""
+        written = self.ticked.get(produced_at)
+        if written is None or self.statement is None:
+            return False
+        return never_both(self.w.body, written, self.statement)
 
     def _this_pass_producers(self, producers: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """``producers`` less those of an earlier loop pass, when this pass wrote too."""
@@ -707,8 +835,30 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 if self._kept(node, parents, stored) or _metadata_only(node, parents):
                     continue  # `pair = (x, y)`, `Chunk(x)`, `x is None`, `x.shape`: no kernel touches it
+                element = parents.get(node)
+                if isinstance(element, ast.Subscript) and self._is_element(node, element):
+                    if not (self._kept(element, parents, stored) or _metadata_only(element, parents)):
+                        for name in self._elements_read(node.id, element):
+                            self.use(name, element)
+                    continue
                 host_read = passed[id(node)] if id(node) in passed else self._is_host_read(node, parents)
                 self.use(node.id, node, host_read=host_read)
+
+    def _is_element(self, node: ast.Name, parent: ast.AST | None) -> bool:
+        """`xs[k]` on a fresh local list (not a tuple of tensors the flow holds as one)."""
+        return (
+            node.id in self.lists
+            and node.id not in self.tensors
+            and isinstance(parent, ast.Subscript)
+            and parent.value is node
+        )
+
+    def _elements_read(self, container: str, subscript: ast.Subscript) -> list[str]:
+        """`xs[i - 1]`: the element the index names on this pass; every element if unknown."""
+        index = element_index(subscript, self.names.counters)
+        if index is not None:
+            return [element_name(container, index)]
+        return elements_of(container, list(self.tensors))
 
     def work(self, now: int) -> None:
         """Work queued on the current stream: it may allocate, reusing a block freed there."""
@@ -808,7 +958,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             # first tensor on the current stream.
             first = call.args[0]
             if isinstance(first, ast.Name) and first.id in self.tensors:
-                self.tensors[first.id].produced = (self.current[-1], now)
+                written(self.tensors[first.id], self.current[-1], now)
             return
         if isinstance(func, ast.Attribute):
             self._method_call(call, func.attr, func.value, now)

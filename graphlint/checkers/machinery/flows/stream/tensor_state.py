@@ -77,6 +77,14 @@ class Binding:
         self.producers = [value]
 
 
+def written(binding: Binding, stream: str, now: int) -> None:
+    """The name's memory is written on ``stream`` at ``now`` (`x.add_(1)`, `x /= n`, a
+    collective into it): its data is made during this call, wherever the memory came from."""
+    binding.produced = (stream, now)
+    for storage in binding.storages:
+        storage.made_here = True
+
+
 _IDENTS = itertools.count(1)
 
 

@@ -59,21 +59,61 @@ def _in_string_on_line(line: str, position: int) -> bool:
     return prefix.count('"') % 2 == 1 or prefix.count("'") % 2 == 1
 
 
-def _multiline_string_lines(tree: ast.AST | None) -> set[int]:
-    lines: set[int] = set()
-    if tree is None:
-        return lines
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Constant, ast.JoinedStr)) and (node.end_lineno or node.lineno) > node.lineno:
-            if isinstance(node, ast.JoinedStr) or isinstance(node.value, (str, bytes)):
-                lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    return lines
+def _is_multiline_string(node: ast.AST) -> bool:
+    if not isinstance(node, (ast.Constant, ast.JoinedStr)) or (node.end_lineno or node.lineno) <= node.lineno:
+        return False
+    return isinstance(node, ast.JoinedStr) or isinstance(node.value, (str, bytes))
+
+
+class _StringLines:
+    """Which lines lie inside a string that spans lines (a `# noqa` there is text, not a
+    comment). Most files have a few comment lines to ask about and thousands of nodes, so a
+    line is answered by descending only into the nodes that span it; past a few questions
+    the whole tree is walked once instead."""
+
+    _DESCENTS = 16
+
+    def __init__(self, tree: ast.AST | None) -> None:
+        self.tree = tree
+        self.asked = 0
+        self.lines: set[int] | None = None
+
+    def __contains__(self, line: int) -> bool:
+        if self.tree is None:
+            return False
+        self.asked += 1
+        if self.lines is None and self.asked > self._DESCENTS:
+            self.lines = {
+                number
+                for node in ast.walk(self.tree)
+                if _is_multiline_string(node)
+                for number in range(node.lineno, (node.end_lineno or node.lineno) + 1)  # type: ignore[attr-defined]
+            }
+        if self.lines is not None:
+            return line in self.lines
+        return self._spans(line)
+
+    def _spans(self, line: int) -> bool:
+        stack = [self.tree]
+        while stack:
+            for child in ast.iter_child_nodes(stack.pop()):  # type: ignore[arg-type]
+                start = getattr(child, "lineno", None)
+                decorators = getattr(child, "decorator_list", None)
+                if decorators:  # a definition's span starts at `def`, after its decorators
+                    start = min(start, decorators[0].lineno)
+                if start is None:  # arguments, a `with` item, a case: no span of their own
+                    stack.append(child)
+                elif start <= line <= (getattr(child, "end_lineno", None) or start):
+                    if _is_multiline_string(child):
+                        return True
+                    stack.append(child)
+        return False
 
 
 def parse_suppressions(source: str, tree: ast.AST | None) -> FileSuppressions:
     if "noqa" not in source and "graphlint" not in source:
         return FileSuppressions({}, False)
-    string_lines: set[int] | None = None
+    string_lines: _StringLines | None = None
     by_line: dict[int, Suppression] = {}
     skip_file = False
     blocks = _Blocks()
@@ -86,7 +126,7 @@ def parse_suppressions(source: str, tree: ast.AST | None) -> FileSuppressions:
         if not matches and block is None:
             continue
         if string_lines is None:
-            string_lines = _multiline_string_lines(tree)
+            string_lines = _StringLines(tree)
         if block is not None and not (number in string_lines or _in_string_on_line(line, block.start())):
             blocks.comment(number, block, len(line) + 1)
         for match in matches:

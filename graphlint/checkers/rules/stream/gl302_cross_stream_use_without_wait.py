@@ -16,8 +16,10 @@ function shows the whole story (`stream_certainty`): made in a side-stream block
 after it where the orderings that can run between the two are forks only (the prefetch
 slip; a join after the loop that reads back `outs[i - 1]` comes too late), or written here
 on the current stream and read in a side stream's block where the orderings between are
-joins only (Megatron-LM 7eed06b0, TransformerEngine 039fcd1f); a wait in one arm of an `if`
-orders nothing another arm wrote (TransformerEngine 611d876e); no helper handed a stream.
+joins only (Megatron-LM 7eed06b0, TransformerEngine 039fcd1f), or between two side streams
+where they are `wait_stream`s of named streams only; a wait in one arm of an `if` orders
+nothing another arm wrote (TransformerEngine 611d876e), nor a use whose branch tests
+contradict its own (apex 705aa35d); no helper handed a stream.
 In preview: the other cross-stream uses, which on real code are mostly ordered elsewhere.
 """
 
@@ -60,8 +62,8 @@ RULE = declare(
             "none in an arm the write's path skips, and no stream handed to a helper); real code has "
             "few, and each one the history benchmark met was a bug its maintainers fixed "
             "(benchmarks/recall/bugfix_pairs.toml: DeepSpeed be60451f, Megatron-LM 3548385a, "
-            "9bc05526, de56227b, ae670762 and 7eed06b0, apex a5d51c01, TransformerEngine 039fcd1f, "
-            "611d876e and 86ade9ea, ColossalAI cd736c81 and d86ddd9b)."
+            "9bc05526, de56227b, ae670762 and 7eed06b0, apex a5d51c01, 05dd9c69 and 705aa35d, "
+            "TransformerEngine 039fcd1f, 611d876e and 86ade9ea, ColossalAI cd736c81 and d86ddd9b)."
         ),
         name="cross-stream-use-without-wait",
         summary=(

@@ -264,7 +264,7 @@ def exclusive(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> bool:
 
 def orderings_before(walker: Binder, use: ast.stmt, producer: ast.stmt | None) -> list[ast.Call]:
     """The ordering calls that can run on a path from ``producer`` to ``use``: those written
-    before the use or in a loop around it, and in no arm exclusive with either. Anything else
+    before the use or in a loop around it, and on a path with each (`_apart`). Anything else
     runs after the use or on another path, however the flow reads it."""
     body = walker.body
     around = _enclosing(body, use) or []
@@ -274,10 +274,15 @@ def orderings_before(walker: Binder, use: ast.stmt, producer: ast.stmt | None) -
         if stmt.lineno >= use.lineno and id(stmt) not in looped:
             continue
         calls = [call for call in _calls(own_expressions(stmt)) if _method(call) in _ORDERING]
-        if not calls or exclusive(body, use, stmt) or (producer is not None and exclusive(body, producer, stmt)):
+        if not calls or any(_apart(body, stmt, end) for end in (use, producer) if end is not None):
             continue
         found.extend(calls)
     return found
+
+
+def _apart(body: list[ast.stmt], one: ast.stmt, other: ast.stmt) -> bool:
+    """No path runs both: different arms of one statement, or arms whose tests contradict."""
+    return exclusive(body, one, other) or never_both(body, one, other)
 
 
 def may_run_both(body: list[ast.stmt], producer: ast.stmt, use: ast.stmt) -> bool:

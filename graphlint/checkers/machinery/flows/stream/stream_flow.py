@@ -15,6 +15,7 @@ ordering operations: `a.wait_stream(b)`, `a.wait_event(e)`, `e.record()`/`e.reco
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -246,6 +247,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.statement: ast.stmt | None = None
         self.ticked: dict[int, ast.stmt] = {}  # clock -> the statement it ticked in (certainty)
         self.lists: set[str] = set()  # names bound to fresh lists, whose elements are names too
+        self.contradicting: dict[tuple[int, int], bool] = {}  # (statement, statement) -> never_both
+        self.block_views: dict[str, int] = {}  # name -> the stream block (id) that bound it as a view
         self.handed: list[tuple[str, str, ast.stmt]] = []  # (name, side stream, binding statement)
         self.params = set(walker.summary.params) | {"self", "cls"}
         self.names = StreamNames(walker)
@@ -272,8 +275,10 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             return self.current[-1]
         return self.names.denote(node, self.current[-1])
 
-    def ordered(self, producer: str, cutoff: int, consumer: str, now: int) -> bool:
-        """Is work submitted to ``producer`` before ``cutoff`` ordered before ``consumer`` at ``now``?"""
+    def ordered(self, producer: str, cutoff: int, consumer: str, now: int, use: ast.stmt | None = None) -> bool:
+        """Is work submitted to ``producer`` before ``cutoff`` ordered before ``consumer`` at ``now``?
+        ``use``: the statement of a use, for which a wait whose branch tests contradict the
+        use's (stream_certainty.never_both) does not count: no path runs both."""
         if producer == consumer:
             return True
         for stream, sync_cutoff, at in self.host_syncs:
@@ -289,12 +294,25 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                     continue
                 if any(low < frontier[waited] <= high for low, high in self.wait_exclusions.get(wait, ())):
                     continue  # made in a sibling arm of the wait's: no path runs both
+                if use is not None and self._never_with(at, use):
+                    continue  # `if mode == 2: cur.wait_stream(s)`, the use under `if mode == 3:`
                 if waiter == consumer:
                     return True
                 if frontier.get(waiter, -1) < at:
                     frontier[waiter] = at
                     changed = True
         return False
+
+    def _never_with(self, at: int, use: ast.stmt) -> bool:
+        """Do the tests around the statement that ticked ``at`` and around ``use`` contradict?"""
+        other = self.ticked.get(at)
+        if other is None or other is use:
+            return False
+        key = (id(other), id(use))
+        found = self.contradicting.get(key)
+        if found is None:
+            found = self.contradicting[key] = never_both(self.w.body, other, use)
+        return found
 
     def emit(self, event: object) -> None:
         if self.dead:
@@ -515,6 +533,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             self.expr(stmt.value)
             if isinstance(stmt.value, (ast.Yield, ast.YieldFrom)):
                 self.escape(stmt.value)
+            elif isinstance(stmt.value, ast.Call):
+                self._out_arguments(stmt.value)
         else:
             for child in ast.iter_child_nodes(stmt):
                 if isinstance(child, ast.expr):
@@ -566,6 +586,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             self.rebind(name, made, stmt, now)
             self.rebound(name, value)
             self._listed(name, value)
+            self._note_block_view(name, value, made)
             return
         # self.attr = x / container[k] = x: x now lives beyond this function.
         if value is not None:
@@ -574,6 +595,30 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.use_target(target, write=True)
         if isinstance(target, ast.Subscript):
             self.element_written(target, self.made_by(value, source_text(target), self.position), stmt)
+
+    def _note_block_view(self, name: str, value: ast.AST | None, made: Binding | None) -> None:
+        """`top = buf[:, :1]` in a stream block: a slice cut there, which a call may fill."""
+        self.block_views.pop(name, None)
+        if made is None or not self.blocks or not isinstance(value, ast.Subscript):
+            return
+        if isinstance(V.view_root(value, self.w.resolve), ast.Name):
+            self.block_views[name] = id(self.blocks[-1][0])
+
+    def _out_arguments(self, call: ast.Call) -> None:
+        """`exchange(x[:1], x[-1:], top, bottom)` in a side stream's block, its result unused,
+        handed views the block cut for it (`top = buf[:, :1]`): a call made for its effect,
+        given slices of a buffer, fills them; they are written on the block's stream."""
+        if not self.blocks or self.current[-1] in (MAIN, UNKNOWN):
+            return
+        if (self.w.resolve(call.func) or "").startswith("torch.") or _called_name(call) in ORDERING_METHODS:
+            return
+        block = id(self.blocks[-1][0])
+        now = self.tick()
+        for argument in [*call.args, *(keyword.value for keyword in call.keywords)]:
+            if isinstance(argument, ast.Name) and self.block_views.get(argument.id) == block:
+                binding = self.tensors.get(argument.id)
+                if binding is not None:
+                    written(binding, self.current[-1], now)
 
     def _listed(self, name: str, value: ast.AST | None) -> None:
         """`outs = [None] * n`: a fresh list, whose elements are followed from now on."""
@@ -765,7 +810,21 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             return False
         if consumer == MAIN:
             return self.orderings.forks_only or self._only_forks_before(written)
-        return producer == MAIN and (self.orderings.joins_only or self._only_joins_before(written))
+        if producer == MAIN:
+            return self.orderings.joins_only or self._only_joins_before(written)
+        return self._only_named_waits_before(written)
+
+    def _only_named_waits_before(self, written: ast.stmt | None) -> bool:
+        """Between two side streams: every ordering that can run between is a `wait_stream`
+        of two streams the flow names, which it reads exactly (no event, sync or record)."""
+        assert self.statement is not None
+        for call in orderings_before(self.w, self.statement, written):
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and func.attr == "wait_stream" and len(call.args) == 1):
+                return False
+            if UNKNOWN in (self.stream_of(func.value), self.stream_of(call.args[0])):
+                return False
+        return True
 
     def _only_forks_before(self, written: ast.stmt | None) -> bool:
         assert self.statement is not None
@@ -786,18 +845,16 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         if binding.partial:
             return None
         for producer, produced_at in self._this_pass_producers(binding.producers):
-            if producer != stream and UNKNOWN not in (producer, stream):
-                if not self.ordered(producer, produced_at, stream, now) and not self._apart(produced_at):
-                    return producer, produced_at
+            if producer == stream or UNKNOWN in (producer, stream) or self._apart(produced_at):
+                continue
+            if not self.ordered(producer, produced_at, stream, now, self.statement):
+                return producer, produced_at
         return None
 
     def _apart(self, produced_at: int) -> bool:
         """The tests around the write and the use say no path runs both (stream_certainty.
         never_both): that write is not what this use reads."""
-        written = self.ticked.get(produced_at)
-        if written is None or self.statement is None:
-            return False
-        return never_both(self.w.body, written, self.statement)
+        return self.statement is not None and self._never_with(produced_at, self.statement)
 
     def _this_pass_producers(self, producers: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """``producers`` less those of an earlier loop pass, when this pass wrote too."""
@@ -1217,9 +1274,14 @@ def _side_stream_attributes(walker: Binder) -> dict[str, str]:
     return found
 
 
+# What `_is_stream_use` looks for, spelled in source (a superset: also in strings and comments).
+# Most files that say "stream" say it in prose; these skip the tree walk below entirely.
+_STREAM_USE_TEXT = re.compile(r"\.[\s\\]*(?:stream|StreamContext|default_stream)\b|\bdefault_stream\b|\bnon_blocking\b")
+
+
 def analyze(state: ModuleState, source: str) -> None:
     """Run the stream flow over every function that switches streams or copies asynchronously."""
-    if "stream" not in source and "non_blocking" not in source:
+    if _STREAM_USE_TEXT.search(source) is None:
         return
     nodes = _parents_first(state.tree)
     uses = _subtree_flags(nodes, _is_stream_use)

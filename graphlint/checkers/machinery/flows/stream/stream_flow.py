@@ -15,6 +15,7 @@ ordering operations: `a.wait_stream(b)`, `a.wait_event(e)`, `e.record()`/`e.reco
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -610,8 +611,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         given slices of a buffer, fills them; they are written on the block's stream."""
         if not self.blocks or self.current[-1] in (MAIN, UNKNOWN):
             return
-        if (self.w.resolve(call.func) or "").startswith("torch.") or _called_name(call) in ORDERING_METHODS:
-            return
+        if (self.w.resolve(call.func) or "").startswith("torch.") or _called_name(call) in _NOT_FILLING:
+            return  # torch's own calls are modelled; orderings, and storing a slice, write nothing
         block = id(self.blocks[-1][0])
         now = self.tick()
         for argument in [*call.args, *(keyword.value for keyword in call.keywords)]:
@@ -1222,6 +1223,7 @@ _COLLECTIVES_WRITING_FIRST_ARG = frozenset(
 )
 _STORING_METHODS = frozenset({"append", "extend", "insert", "put", "put_nowait", "add", "setdefault"})
 _KEEPING_METHODS = frozenset({"set_result", "save_for_backward"})  # they keep their arguments too
+_NOT_FILLING = ORDERING_METHODS | _STORING_METHODS | _KEEPING_METHODS | {"record_stream", "print"}
 _NOT_READING_BUILTINS = frozenset(
     {"len", "id", "isinstance", "type", "hash", "getattr", "hasattr", "setattr", "callable"}
 )
@@ -1275,26 +1277,62 @@ def _side_stream_attributes(walker: Binder) -> dict[str, str]:
 
 
 # What `_is_stream_use` looks for, spelled in source (a superset: also in strings and comments).
-# Most files that say "stream" say it in prose; these skip the tree walk below entirely.
+# Most files that say "stream" say it in prose, and most functions of a file that uses streams
+# do not: the lines this matches pick the functions whose syntax tree is then looked at.
 _STREAM_USE_TEXT = re.compile(r"\.[\s\\]*(?:stream|StreamContext|default_stream)\b|\bdefault_stream\b|\bnon_blocking\b")
 
 
 def analyze(state: ModuleState, source: str) -> None:
-    """Run the stream flow over every function that switches streams or copies asynchronously."""
-    if _STREAM_USE_TEXT.search(source) is None:
+    """Run the stream flow over every function that switches streams or copies asynchronously,
+    and every function that calls one of those by name."""
+    if "stream" not in source and "non_blocking" not in source:
         return
-    nodes = _parents_first(state.tree)
-    uses = _subtree_flags(nodes, _is_stream_use)
-    using = {walker.qualname.rsplit(".", 1)[-1] for walker in state.walkers if _any_flagged(walker.body, uses)}
-    calls = _subtree_flags(nodes, lambda node: _called_name(node) in using) if using else {}
+    lines = _LineIndex(source)
+    use_lines = lines.matching(_STREAM_USE_TEXT)
+    if not use_lines:
+        return
+    walkers = [walker for walker in state.walkers if walker.body]
+    functions = [walker for walker in walkers if not walker.is_module]
+    using = {id(w) for w in functions if _spans_any(w.body, use_lines) and _subtree_any(w.body, _is_stream_use)}
+    # The module's body holds every function: it uses streams if any of them does.
+    modules = [w for w in walkers if w.is_module and (using or _subtree_any(w.body, _is_stream_use))]
+    using |= {id(w) for w in modules}
+    names = {w.qualname.rsplit(".", 1)[-1] for w in walkers if id(w) in using}
+    if names:
+        call_lines = lines.matching(re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b"))
+        called = lambda node: _called_name(node) in names  # noqa: E731
+        using |= {id(w) for w in functions if _spans_any(w.body, call_lines) and _subtree_any(w.body, called)}
     for walker in state.walkers:
-        body = walker.body
-        if not body or not (_any_flagged(body, uses) or _any_flagged(body, calls)):
+        if id(walker) not in using:
             continue
         walker.forget_kinds()
         flow = StreamFlow(walker)
-        walk(flow, body)
+        walk(flow, walker.body)
         flow.finish()
+
+
+class _LineIndex:
+    """Line numbers of regex matches in one source text."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.breaks = [match.start() for match in re.finditer("\n", source)]
+
+    def matching(self, pattern: re.Pattern[str]) -> list[int]:
+        return sorted({bisect.bisect_left(self.breaks, m.end()) + 1 for m in pattern.finditer(self.source)})
+
+
+def _spans_any(body: list[ast.stmt], lines: list[int]) -> bool:
+    """Does a line of ``lines`` (sorted) fall within ``body``, its first statement's decorators included?"""
+    first = body[0]
+    start = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", ()))])
+    end = body[-1].end_lineno or body[-1].lineno
+    index = bisect.bisect_left(lines, start)
+    return index < len(lines) and lines[index] <= end
+
+
+def _subtree_any(body: list[ast.stmt], test: Callable[[ast.AST], bool]) -> bool:
+    return any(test(node) for stmt in body for node in ast.walk(stmt))
 
 
 def _stream_or_null(walker: Binder, context: ast.IfExp) -> ast.AST:
@@ -1354,34 +1392,6 @@ def _waited_events(body: list[ast.stmt]) -> frozenset[str]:
         and node.func.attr == "wait_event"
         and node.args
     )
-
-
-def _parents_first(tree: ast.AST) -> list[tuple[ast.AST, ast.AST | None]]:
-    """Every node of ``tree`` with its parent, each parent before its children."""
-    nodes: list[tuple[ast.AST, ast.AST | None]] = [(tree, None)]
-    index = 0
-    while index < len(nodes):
-        node = nodes[index][0]
-        nodes.extend((child, node) for child in ast.iter_child_nodes(node))
-        index += 1
-    return nodes
-
-
-def _subtree_flags(nodes: list[tuple[ast.AST, ast.AST | None]], test) -> dict[int, bool]:
-    """For every node (by id), whether ``test`` holds anywhere in its subtree.
-
-    One pass over the file: asking each function's body separately walked a nested body once
-    per enclosing function, and this runs for every function of every file that names a stream.
-    """
-    flags = {id(node): bool(test(node)) for node, _ in nodes}
-    for node, parent in reversed(nodes):
-        if parent is not None and flags[id(node)]:
-            flags[id(parent)] = True
-    return flags
-
-
-def _any_flagged(body: list[ast.stmt], flags: dict[int, bool]) -> bool:
-    return any(flags.get(id(stmt), False) for stmt in body)
 
 
 def _called_name(node: ast.AST) -> str | None:

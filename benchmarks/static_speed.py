@@ -14,6 +14,13 @@ Prints a table and writes JSON (--json FILE).
 download them) the same way: real frameworks, whose captures and cross-file reach cost
 more than the torch tree's. The graphlint timed is the one `python -m graphlint` imports
 from the current directory and PYTHONPATH: run from outside a checkout to time another.
+
+    python benchmarks/static_speed.py --baseline ../old-tree [--rounds 3]
+
+--baseline compares two trees of graphlint on a box too noisy for one run of each: each
+round times the parse floor, then a cold --jobs 1 run of the baseline tree and of this one,
+back to back, and the table gives each round's ratios and their medians, so a change is
+judged against a baseline measured minutes, not sessions, apart.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import os
 import platform
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,8 +112,11 @@ def corpus_trees(names: str) -> list[Path]:
     return trees
 
 
-def graphlint(trees: list[Path], cache: Path, jobs: int, output: Path, *extra: str) -> tuple[float, float]:
-    """Wall and CPU seconds of one `graphlint check` run."""
+def graphlint(
+    trees: list[Path], cache: Path, jobs: int, output: Path, *extra: str, source: Path | None = None
+) -> tuple[float, float]:
+    """Wall and CPU seconds of one `graphlint check` run (``source``: the graphlint tree to
+    import, run from outside any checkout; by default the one this process would import)."""
     command = [
         sys.executable,
         "-m",
@@ -125,9 +136,42 @@ def graphlint(trees: list[Path], cache: Path, jobs: int, output: Path, *extra: s
         str(cache),
         *extra,
     ]
+    env, cwd = None, None
+    if source is not None:
+        env, cwd = dict(os.environ, PYTHONPATH=str(source)), str(cache.parent)
     start, cpu = time.perf_counter(), children_cpu()
-    subprocess.run(command, check=True)
+    subprocess.run(command, check=True, env=env, cwd=cwd)
     return time.perf_counter() - start, children_cpu() - cpu
+
+
+def compare(trees: list[Path], files: list[str], baseline: Path, rounds: int) -> dict:
+    """Per round: the parse floor, then cold --jobs 1 of the baseline tree and of this one."""
+    here = Path(__file__).resolve().parent.parent
+    table: dict[str, list[float]] = {"floor": [], "baseline": [], "this": []}
+    cache = Path(tempfile.mkdtemp(prefix="graphlint-bench-cache-"))
+    try:
+        (cache / "neutral.toml").write_text("")
+        for index in range(rounds):
+            table["floor"].append(timed(lambda: parse_floor(files))[0])
+            for name, source in (("baseline", baseline.resolve()), ("this", here)):
+                output = cache / f"{name}{index}.json"
+                table[name].append(graphlint(trees, cache / f"{name}{index}", 1, output, source=source)[0])
+            print(
+                f"round {index + 1}: floor {table['floor'][-1]:.1f}s, baseline {table['baseline'][-1]:.1f}s, "
+                f"this {table['this'][-1]:.1f}s",
+                flush=True,
+            )
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    ratios = {
+        "baseline_x_floor": [b / f for b, f in zip(table["baseline"], table["floor"], strict=True)],
+        "this_x_floor": [t / f for t, f in zip(table["this"], table["floor"], strict=True)],
+        "this_x_baseline": [t / b for t, b in zip(table["this"], table["baseline"], strict=True)],
+    }
+    medians = {name: statistics.median(values) for name, values in ratios.items()}
+    for name, value in medians.items():
+        print(f"{name:<20} median {value:.3f}  rounds {', '.join(f'{v:.3f}' for v in ratios[name])}")
+    return {"seconds": table, "ratios": ratios, "medians": medians, "baseline": str(baseline)}
 
 
 def main() -> int:
@@ -142,10 +186,20 @@ def main() -> int:
         action="store_true",
         help="also time cold and one-file-changed runs of `check --follow-values`",
     )
+    parser.add_argument(
+        "--baseline", type=Path, metavar="TREE", help="a graphlint tree to compare with, round by round"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --baseline (default 3)")
     args = parser.parse_args()
 
     trees = corpus_trees(args.corpus) if args.corpus else [torch_tree(args.wheel, args.workdir, args.subset)]
+    trees = [tree.resolve() for tree in trees]
     files = sorted(f for tree in trees for f in glob.glob(str(tree / "**" / "*.py"), recursive=True))
+    if args.baseline is not None:
+        compared = compare(trees, files, args.baseline, args.rounds)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"files": len(files), "cpus": os.cpu_count(), **compared}, indent=2))
+        return 0
     lines = sum(Path(f).read_bytes().count(b"\n") for f in files)
     cache = Path(tempfile.mkdtemp(prefix="graphlint-bench-cache-"))
     results, cpu = {}, {}

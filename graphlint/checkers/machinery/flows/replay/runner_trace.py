@@ -96,13 +96,19 @@ def record(state: ModuleState) -> None:
     """Record the trace of every function that binds a call's result twice or in a loop."""
     for walker in state.walkers:
         bound = _bound_calls(walker)
-        if not bound:
-            continue
+        if not bound or (max(bound.values()) == 1 and not _has_loop(walker.body)):
+            continue  # the trace is kept only for a call bound twice or a loop: none here
         recorder = _Recorder(walker, set(bound))
         walk(recorder, walker.body)
         events = recorder.stack[0]
         if any(isinstance(e, Loop) for e in events) or max(bound.values()) > 1:
             walker.summary.trace = events
+
+
+def _has_loop(body: list[ast.stmt]) -> bool:
+    """A `for` or `while` in the function (not in its nested definitions): the statements a
+    recorded `Loop` comes from."""
+    return any(isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)) for stmt in statements(body))
 
 
 def _bound_calls(walker: Binder) -> dict[CallTarget, int]:

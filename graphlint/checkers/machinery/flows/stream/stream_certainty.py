@@ -144,13 +144,20 @@ def on_every_path_after(body: list[ast.stmt], first: ast.stmt, second: ast.stmt)
 Arm = tuple[ast.stmt, str]  # a branch of a statement: the `if` and "body", the `try` and "handler0"
 
 
-def _arms(body: list[ast.stmt], target: ast.stmt, held: tuple[Arm, ...] = ()) -> tuple[Arm, ...] | None:
-    """The branch arms (statement, field) around ``target`` in ``body``, or None if absent."""
+def _arms(body: list[ast.stmt], target: ast.stmt) -> tuple[Arm, ...] | None:
+    """The branch arms (statement, field) around ``target`` in ``body`` that only some paths
+    run, or None if absent."""
+    path = _path(body, target)
+    return None if path is None else tuple(arm for arm in path if arm[1])
+
+
+def _path(body: list[ast.stmt], target: ast.stmt, held: tuple[Arm, ...] = ()) -> tuple[Arm, ...] | None:
+    """Every arm (statement, field; "" where all paths run it) around ``target``, outermost first."""
     for stmt in body:
         if stmt is target:
             return held
         for field, arm in _branch_arms(stmt):
-            found = _arms(arm, target, (*held, (stmt, field)) if field else held)
+            found = _path(arm, target, (*held, (stmt, field)))
             if found is not None:
                 return found
     return None
@@ -200,6 +207,10 @@ class FunctionOrderings:
     @cached_property
     def records(self) -> bool:
         return records_anywhere(self.w.body)
+
+    @cached_property
+    def rebound(self) -> set[str]:
+        return rebound_names(self.w.body)
 
 
 def records_anywhere(body: list[ast.stmt]) -> bool:
@@ -262,30 +273,32 @@ def exclusive(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> bool:
     return any(stmt in fields and fields[stmt] != field for stmt, field in other)
 
 
-def orderings_before(walker: Binder, use: ast.stmt, producer: ast.stmt | None) -> list[ast.Call]:
+def orderings_before(
+    walker: Binder, use: ast.stmt, producer: ast.stmt | None, rebound: set[str] | None = None
+) -> list[ast.Call]:
     """The ordering calls that can run on a path from ``producer`` to ``use``: those written
     before the use or in a loop around it, and on a path with each (`_apart`). Anything else
     runs after the use or on another path, however the flow reads it."""
     body = walker.body
-    around = _enclosing(body, use) or []
-    looped = {id(s) for loop in around if isinstance(loop, _LOOPS) for s in statements(loop.body)}
+    around = _path(body, use) or ()
+    looped = {id(s) for loop, _ in around if isinstance(loop, _LOOPS) for s in statements(loop.body)}
     found: list[ast.Call] = []
     for stmt in statements(body):
         if stmt.lineno >= use.lineno and id(stmt) not in looped:
             continue
         calls = [call for call in _calls(own_expressions(stmt)) if _method(call) in _ORDERING]
-        if not calls or any(_apart(body, stmt, end) for end in (use, producer) if end is not None):
+        if not calls or any(_apart(body, stmt, end, rebound) for end in (use, producer) if end is not None):
             continue
         found.extend(calls)
     return found
 
 
-def _apart(body: list[ast.stmt], one: ast.stmt, other: ast.stmt) -> bool:
+def _apart(body: list[ast.stmt], one: ast.stmt, other: ast.stmt, rebound: set[str] | None) -> bool:
     """No path runs both: different arms of one statement, or arms whose tests contradict."""
-    return exclusive(body, one, other) or never_both(body, one, other)
+    return exclusive(body, one, other) or never_both(body, one, other, rebound)
 
 
-def may_run_both(body: list[ast.stmt], producer: ast.stmt, use: ast.stmt) -> bool:
+def may_run_both(body: list[ast.stmt], producer: ast.stmt, use: ast.stmt, rebound: set[str] | None = None) -> bool:
     """Can one path run both ``producer`` and ``use``, when alternatives bound the name
     differently? The tests of the arms around each (those not around both) are read as facts
     on names the function never rebinds (`fmt == "thd"`, `fmt not in ("a", "b")`, `flag`,
@@ -295,8 +308,7 @@ def may_run_both(body: list[ast.stmt], producer: ast.stmt, use: ast.stmt) -> boo
     sides = _arm_sides(body, producer, use)
     if sides is None:
         return False
-    rebound = _rebound(body)
-    facts, unread = _facts([*sides[0], *sides[1]], rebound)
+    facts, unread = _facts([*sides[0], *sides[1]], rebound_names(body) if rebound is None else rebound)
     if not _consistent(facts):
         return False
     names = [_test_names(stmt for stmt, _ in side) for side in sides]
@@ -307,7 +319,7 @@ def may_run_both(body: list[ast.stmt], producer: ast.stmt, use: ast.stmt) -> boo
     return True
 
 
-def never_both(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> bool:
+def never_both(body: list[ast.stmt], first: ast.stmt, second: ast.stmt, rebound: set[str] | None = None) -> bool:
     """Do the tests around the two say no path runs both (`if fmt == "thd":` around one, `if
     fmt in ("bshd", "sbhd"):` around the other, `fmt` never rebound)? Loop passes included:
     the facts hold for the whole call. Tests not read so are left out: if what is read
@@ -315,7 +327,7 @@ def never_both(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> bool:
     sides = _arm_sides(body, first, second)
     if sides is None:
         return False
-    facts, _ = _facts([*sides[0], *sides[1]], _rebound(body))
+    facts, _ = _facts([*sides[0], *sides[1]], rebound_names(body) if rebound is None else rebound)
     return not _consistent(facts)
 
 
@@ -342,7 +354,9 @@ def _facts(arms: list[tuple[ast.stmt, str]], rebound: set[str]) -> tuple[list[Fa
     return found, unread
 
 
-def _rebound(body: list[ast.stmt]) -> set[str]:
+def rebound_names(body: list[ast.stmt]) -> set[str]:
+    """Names the function binds or deletes anywhere (its parameters aside): facts on them may
+    change during the call. The answers above take it once per walk (FunctionOrderings)."""
     return {
         node.id
         for stmt in body
@@ -421,17 +435,3 @@ def _test_names(stmts: Iterator[ast.stmt]) -> set[str]:
         for node in ast.walk(stmt.subject if isinstance(stmt, ast.Match) else stmt.test)
         if isinstance(node, ast.Name)
     }
-
-
-def _enclosing(body: list[ast.stmt], target: ast.stmt) -> list[ast.stmt] | None:
-    """The compound statements around ``target``, outermost first (None: not in ``body``)."""
-    for stmt in body:
-        if stmt is target:
-            return []
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        for _, arm in _branch_arms(stmt):
-            found = _enclosing(arm, target)
-            if found is not None:
-                return [stmt, *found]
-    return None

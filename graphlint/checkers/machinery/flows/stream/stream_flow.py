@@ -312,7 +312,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         key = (id(other), id(use))
         found = self.contradicting.get(key)
         if found is None:
-            found = self.contradicting[key] = never_both(self.w.body, other, use)
+            found = self.contradicting[key] = never_both(self.w.body, other, use, self.orderings.rebound)
         return found
 
     def emit(self, event: object) -> None:
@@ -807,33 +807,28 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         if self.orderings.hands_a_stream or self.statement is None:
             return False
         written = self.ticked.get(produced_at)
-        if binding.joined and (written is None or not may_run_both(self.w.body, written, self.statement)):
+        if binding.joined and (
+            written is None or not may_run_both(self.w.body, written, self.statement, self.orderings.rebound)
+        ):
             return False
         if consumer == MAIN:
-            return self.orderings.forks_only or self._only_forks_before(written)
+            return self.orderings.forks_only or all(is_fork(self.w, call) for call in self._between(written))
         if producer == MAIN:
-            return self.orderings.joins_only or self._only_joins_before(written)
-        return self._only_named_waits_before(written)
+            return self.orderings.joins_only or all(is_current_join(self.w, call) for call in self._between(written))
+        return all(self._named_wait(call) for call in self._between(written))
 
-    def _only_named_waits_before(self, written: ast.stmt | None) -> bool:
-        """Between two side streams: every ordering that can run between is a `wait_stream`
-        of two streams the flow names, which it reads exactly (no event, sync or record)."""
+    def _between(self, written: ast.stmt | None) -> list[ast.Call]:
+        """The ordering calls that can run between ``written`` and the use being judged."""
         assert self.statement is not None
-        for call in orderings_before(self.w, self.statement, written):
-            func = call.func
-            if not (isinstance(func, ast.Attribute) and func.attr == "wait_stream" and len(call.args) == 1):
-                return False
-            if UNKNOWN in (self.stream_of(func.value), self.stream_of(call.args[0])):
-                return False
-        return True
+        return orderings_before(self.w, self.statement, written, self.orderings.rebound)
 
-    def _only_forks_before(self, written: ast.stmt | None) -> bool:
-        assert self.statement is not None
-        return all(is_fork(self.w, call) for call in orderings_before(self.w, self.statement, written))
-
-    def _only_joins_before(self, written: ast.stmt | None) -> bool:
-        assert self.statement is not None
-        return all(is_current_join(self.w, call) for call in orderings_before(self.w, self.statement, written))
+    def _named_wait(self, call: ast.Call) -> bool:
+        """`a.wait_stream(b)` of two streams the flow names: an ordering it reads exactly (no
+        event, sync or record), so between two side streams only these may run between."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "wait_stream" and len(call.args) == 1):
+            return False
+        return UNKNOWN not in (self.stream_of(func.value), self.stream_of(call.args[0]))
 
     def _crossing(self, binding: Binding, stream: str, now: int) -> tuple[str, int] | None:
         """The write on another stream, unordered with this use on ``stream``, or None.

@@ -10,13 +10,14 @@ symbolic references for the project phase.
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.core.capture_state import capture_predicates, guard_calls, stream_capture_calls
-from graphlint.checkers.machinery.core.kind_inference import GRAPHED_CALLABLES
+from graphlint.checkers.machinery.core.kind_inference import GRAPHED_CALLABLES, T_TREE, is_compile_capture
 from graphlint.checkers.machinery.core.model import ClassSummary, ModuleSummary
 from graphlint.checkers.machinery.core.module_state import FlowHooks, ModuleState
 from graphlint.checkers.machinery.core.names import dotted_parts, source_text
@@ -123,6 +124,9 @@ class FileSummarizer:
                     resolved = st.resolve_parts(parts)
                     if resolved:
                         st.summary.aliases[node.targets[0].id] = resolved
+        if _CUDAGRAPH_MODE_TEXT.search(self.source):
+            for name in _cudagraph_compiled_globals(st, walker):
+                st.module_env[name] = T_TREE
 
     def _prescan_classes(self) -> None:
         st = self.state
@@ -145,6 +149,8 @@ class FileSummarizer:
                         bases.append(resolved)
             st.class_attrs[qualname] = {}
             st.summary.classes[qualname] = ClassSummary(qualname, bases, methods, {})
+            if _CUDAGRAPH_MODE_TEXT.search(self.source):
+                self._cudagraph_compiled_methods(node, qualname)
         # Attribute kinds from `self.x = ...` in every method, __init__ first.
         for qualname, node in st.class_nodes.items():
             attrs = st.class_attrs[qualname]
@@ -176,6 +182,14 @@ class FileSummarizer:
                     summary.attr_classes[attr] = ty.ref
             summary.host_attrs = host_attributes(node, attrs, methods, _resolver(st))
 
+    def _cudagraph_compiled_methods(self, node: ast.ClassDef, qualname: str) -> None:
+        """`@torch.compile(mode="reduce-overhead")` on a method: `self.method` replays a graph."""
+        st = self.state
+        walker = FunctionWalker(st, f"{st.module}.<module>", "<module>", None, st.tree, outer=None, record=False)
+        for item in node.body:
+            if isinstance(item, FUNCTION_NODES) and any(_is_cudagraph_compile(walker, d) for d in item.decorator_list):
+                st.class_attrs[qualname][item.name] = T_TREE
+
     def _prescan_file_facts(self) -> None:
         """Modules passed to make_graphed_callables anywhere in the file (for GL113)."""
         st = self.state
@@ -188,6 +202,10 @@ class FileSummarizer:
                 elements = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
                 for element in elements:
                     st.graphed_modules.add(source_text(element))
+
+
+# Only files that spell a cudagraph mode can hold a cudagraph-compiled global.
+_CUDAGRAPH_MODE_TEXT = re.compile(r"reduce-overhead|max-autotune|triton\.cudagraphs")
 
 
 def _resolver(st: ModuleState) -> Callable[[ast.AST], str | None]:
@@ -210,6 +228,28 @@ def _module_functions(st: ModuleState) -> list[tuple[str, ast.AST]]:
         for node in defined
         if names[node.name] == 1 and node.name not in st.module_assigned
     ]
+
+
+def _cudagraph_compiled_globals(st: ModuleState, walker: FunctionWalker) -> Iterator[str]:
+    """Module-level names that hold a cudagraph-mode compiled function however the file spells
+    it: `@torch.compile(mode="reduce-overhead")` on the definition, or a function that declares
+    `global step` and rebinds `step = torch.compile(step, mode=...)` (gpt-fast's main() does)."""
+    for node in module_level_statements(st.tree.body):
+        if isinstance(node, FUNCTION_NODES) and any(_is_cudagraph_compile(walker, d) for d in node.decorator_list):
+            yield node.name
+    for function in all_statements(st.tree.body):
+        if not isinstance(function, FUNCTION_NODES):
+            continue
+        declared = {name for stmt in statements(function.body) if isinstance(stmt, ast.Global) for name in stmt.names}
+        if not declared:
+            continue
+        for stmt in statements(function.body):
+            if isinstance(stmt, ast.Assign) and _is_cudagraph_compile(walker, stmt.value):
+                yield from (t.id for t in stmt.targets if isinstance(t, ast.Name) and t.id in declared)
+
+
+def _is_cudagraph_compile(walker: FunctionWalker, node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and walker.resolve(node.func) == "torch.compile" and is_compile_capture(node)
 
 
 def _is_none(node: ast.expr) -> bool:

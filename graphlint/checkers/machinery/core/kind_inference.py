@@ -8,6 +8,7 @@ and the module's class knowledge (`st`), and memoises per statement (`ty`).
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.core import kinds as T
@@ -20,6 +21,7 @@ GRAPHED_CALLABLES = frozenset(
     {"torch.cuda.make_graphed_callables", "transformer_engine.pytorch.make_graphed_callables"}
 )
 _CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
+T_TREE = T.Ty(T.GRAPHED, tree=True)
 _MODULE_ONLY_METHODS = frozenset({"eval", "train"})
 _MODULE_CHAINING = frozenset(
     {"cuda", "to", "eval", "train", "half", "float", "bfloat16", "double", "requires_grad_", "cpu", "type", "to_empty"}
@@ -44,6 +46,8 @@ class ValueKinds:
 
     # Set by the walker these methods are mixed into (binder.FunctionWalker).
     st: ModuleState
+    resolve: Callable[[ast.AST], str | None]
+    lookup: Callable[[str], T.Ty | None]
     used_as_tensor: set[int]
     _ty_cache: dict[int, T.Ty | None]
 
@@ -153,7 +157,7 @@ class ValueKinds:
         if base.element:
             return T.Ty(T.INSTANCE, ref=base.element)
         if base.kind == T.GRAPHED:
-            return T.Ty(T.GRAPHED)
+            return T.Ty(T.GRAPHED, tree=base.tree)
         return None
 
     def _ifexp_ty(self, node: ast.IfExp) -> T.Ty | None:
@@ -266,6 +270,9 @@ class ValueKinds:
             if method == "compile" and receiver is not None and receiver.kind == T.INSTANCE:
                 return None
             return None
+        if isinstance(func, ast.Call) and not func.args and self.resolve(func.func) == "torch.compile":
+            # `torch.compile(mode=...)(step)`: the call made the decorator, this one compiles
+            return T_TREE if is_compile_capture(func) else T.Ty(T.MODULE)
         callee = self.ty(func)
         if callee is not None:
             if callee.kind in (T.MODULE, T.GRAPHED):
@@ -324,8 +331,10 @@ class ValueKinds:
             return T.Ty(T.OPTIMIZER, capturable=True)  # SGD & co: no host step state
         if name == "torch.amp.GradScaler":
             return T.Ty(T.SCALER)
-        if name in GRAPHED_CALLABLES or (name == "torch.compile" and is_compile_capture(node)):
+        if name in GRAPHED_CALLABLES:
             return T.Ty(T.GRAPHED)  # calling it replays a graph and returns its static outputs
+        if name == "torch.compile" and is_compile_capture(node):
+            return T_TREE  # the same, in the CUDA graph tree every cudagraph-mode function shares
         if name == "torch.compile":
             return T.Ty(T.MODULE)  # compiled without CUDA graphs: a plain callable
         if name in ("torch.nn.ModuleList", "torch.nn.Sequential"):

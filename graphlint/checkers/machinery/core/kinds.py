@@ -51,6 +51,7 @@ class Ty:
     fixable_at: tuple[int, int, int, int] | None = None  # OPTIMIZER: constructor call span
     element: str | None = None  # container of INSTANCE: class of its elements
     method: str | None = None  # FUNCTION: the bound method's name (called, it runs ref's method)
+    tree: bool = False  # GRAPHED: a cudagraph-mode torch.compile result (one CUDA graph tree for all)
 
     @property
     def tensorish(self) -> bool:

@@ -8,6 +8,7 @@ from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.machinery.flows.replay.replay_flow import (
+    TREE_SUFFIX,
     KeptOutputRead,
     OutputStoredInLoop,
     OutputYieldedInLoop,
@@ -59,12 +60,19 @@ class StaticOutputAliased(Detector):
     rule = RULE
 
     def on_KeptOutputRead(self, w: FunctionWalker, event: KeptOutputRead) -> None:
-        _kept_output(
-            w,
-            event.node,
-            f"`{source_text(event.node)}` keeps a static output of graph `{event.graph}` that a later replay "
-            f"overwrites before it is read (line {event.read_line})",
-        )
+        if event.graph.endswith(TREE_SUFFIX):
+            function = event.graph.removesuffix(TREE_SUFFIX).strip()
+            message = (
+                f"`{source_text(event.node)}` keeps an output of `{function}`, compiled in a CUDA-graph mode: "
+                "the next call of any such function (or `cudagraph_mark_step_begin()`) starts a new iteration "
+                f"of their graph tree and overwrites it before it is read (line {event.read_line})"
+            )
+        else:
+            message = (
+                f"`{source_text(event.node)}` keeps a static output of graph `{event.graph}` that a later replay "
+                f"overwrites before it is read (line {event.read_line})"
+            )
+        _kept_output(w, event.node, message)
 
     def on_OutputYieldedInLoop(self, w: FunctionWalker, event: OutputYieldedInLoop) -> None:
         _kept_output(

@@ -290,6 +290,10 @@ class ReplayFlow(FlowState):
         self.loop_depth = 0
         self.loop_replays: list[set[str]] = []
         self.returns_output: str | None = None
+        # A cudagraph-mode compiled call starts a new iteration of the tree (freeing the last
+        # one's outputs) only when no backward is pending; where this function runs one itself,
+        # its calls are not taken as overwrites (torch.compiler.cudagraph_mark_step_begin is).
+        self._runs_backward: bool | None = None  # computed at the first such call
 
     def emit(self, event: object) -> None:
         """Hand an event to the rules, once per kind and position, in the reporting round."""
@@ -362,7 +366,7 @@ class ReplayFlow(FlowState):
         elif isinstance(stmt, ast.Return) and stmt.value is not None:
             self.reads(stmt.value)
             graph = self.static_output_graph(stmt.value)
-            if graph is not None and self.facts.replays.get(graph):
+            if graph is not None and self._replays(graph):
                 self.returns_output = graph
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom)):
             self._yield(stmt.value)
@@ -376,7 +380,7 @@ class ReplayFlow(FlowState):
             return
         self.reads(value.value)
         graph = self.static_output_graph(value.value)
-        if graph is not None and self.loop_depth and any(graph in r for r in self.loop_replays):
+        if graph is not None and self._in_replay_loop(graph):
             self.emit(OutputYieldedInLoop(value.value, graph))
 
     def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
@@ -400,7 +404,9 @@ class ReplayFlow(FlowState):
                 if isinstance(node, ast.Call):
                     graph = self.replay_of(node) or self._static_call(node)
                     if graph is not None:
-                        found.add(graph)
+                        found.add(_clock(graph))
+                    elif _is_step_begin(self.w, node):
+                        found.add(TREE)
         return found
 
     # -- expressions -----------------------------------------------------------------------
@@ -418,7 +424,7 @@ class ReplayFlow(FlowState):
 
     def read_key(self, key: str, node: ast.AST) -> None:
         kept = self.facts.kept.get(key)
-        if kept is not None and self.facts.replays.get(kept.graph, 0) > kept.replays_at:
+        if kept is not None and self._replays(kept.graph) > kept.replays_at:
             self.emit(KeptOutputRead(kept.node, kept.graph, node.lineno))
 
     def call(self, call: ast.Call) -> None:
@@ -442,11 +448,26 @@ class ReplayFlow(FlowState):
                 if owner is not None:
                     self.emit(InputReallocated(call, f"{source_text(func.value)}.{method}()", owner, method))
         graph = self._static_call(call)
-        if graph is not None:
+        if graph is not None and not (graph.endswith(TREE_SUFFIX) and self._backward_pending()):
             self._replayed(graph)
+        elif graph is None and _is_step_begin(self.w, call):
+            self._replayed(TREE)
+
+    def _backward_pending(self) -> bool:
+        if self._runs_backward is None:
+            self._runs_backward = _runs_backward(self.w.body)
+        return self._runs_backward
 
     def _replayed(self, graph: str) -> None:
-        self.facts.replays[graph] = self.facts.replays.get(graph, 0) + 1
+        clock = _clock(graph)
+        self.facts.replays[clock] = self.facts.replays.get(clock, 0) + 1
+
+    def _replays(self, graph: str) -> int:
+        """How many replays of ``graph`` the flow has seen (of any function of its tree)."""
+        return self.facts.replays.get(_clock(graph), 0)
+
+    def _in_replay_loop(self, graph: str) -> bool:
+        return bool(self.loop_depth) and any(_clock(graph) in r for r in self.loop_replays)
 
     def _input_owner(self, node: ast.AST, by_use: bool = False) -> str | None:
         """The graph ``node`` is a static input of; ``by_use``: the use at hand proves it a
@@ -464,11 +485,10 @@ class ReplayFlow(FlowState):
     def _keep(self, holder: str | None, value: ast.AST, graph: str, container: bool) -> None:
         if holder is None:
             return
-        in_replay_loop = self.loop_depth and any(graph in r for r in self.loop_replays)
-        if container and in_replay_loop:
+        if container and self._in_replay_loop(graph):
             self.emit(OutputStoredInLoop(value, graph, holder))
             return
-        self.facts.kept[holder] = _Kept(value, graph, self.facts.replays.get(graph, 0), container)
+        self.facts.kept[holder] = _Kept(value, graph, self._replays(graph), container)
 
     def assign(self, target: ast.expr, value: ast.expr, stmt: ast.stmt) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -497,7 +517,7 @@ class ReplayFlow(FlowState):
             self.kill(target)
             return
         if graph is not None and key not in self.facts.outputs:
-            if key.startswith("self.") and not self.facts.replays.get(graph) and not self.loop_depth:
+            if key.startswith("self.") and not self._replays(graph) and not self.loop_depth:
                 # `self.output_buffers["hidden"] = hidden` right after the capture: the class
                 # now holds the static output under another name, for every method to see.
                 self._publish_output(key, graph)
@@ -522,7 +542,7 @@ class ReplayFlow(FlowState):
                 return self.returns_static[target]
             callee = self.w.ty(value.func)
             if callee is not None and callee.kind == T.GRAPHED:
-                return f"{source_text(value.func)} (graphed)"
+                return f"{source_text(value.func)} {TREE_SUFFIX if callee.tree else '(graphed)'}"
         return None
 
     def kill(self, target: ast.AST) -> None:
@@ -600,6 +620,35 @@ class ReplayFlow(FlowState):
             if receiver is not None and receiver.kind in T.TENSORISH:
                 return False
         return any(_mentions(arg, derived) for arg in [*call.args, *(kw.value for kw in call.keywords)])
+
+
+# The outputs of every cudagraph-mode torch.compile function live in one CUDA graph tree: a call
+# of any of them (or torch.compiler.cudagraph_mark_step_begin()) starts a new iteration and frees
+# the previous one's outputs for reuse, so all of them count replays on one clock.
+TREE_SUFFIX = "(CUDA graph tree)"
+TREE = "torch.compile's CUDA graph tree"
+_STEP_BEGIN = frozenset({"torch.compiler.cudagraph_mark_step_begin", "torch._inductor.cudagraph_mark_step_begin"})
+
+
+def _clock(graph: str) -> str:
+    return TREE if graph.endswith(TREE_SUFFIX) else graph
+
+
+def _is_step_begin(walker: Binder, call: ast.Call) -> bool:
+    return walker.resolve(call.func) in _STEP_BEGIN
+
+
+def _runs_backward(body: list[ast.stmt]) -> bool:
+    """`loss.backward()` or `torch.autograd.backward/grad(...)` anywhere in the function."""
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("backward", "grad")
+            ):
+                return True
+    return False
 
 
 def _may_be_input(target: ast.AST, inputs: set[str] | None, derived: set[str], in_place: bool = False) -> bool:

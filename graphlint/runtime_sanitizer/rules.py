@@ -287,3 +287,42 @@ GRAPHED_GRAD_ALIAS = declare(
         """,
     )
 )
+
+SHARED_POOL_REPLAY_ORDER = declare(
+    Rule(
+        code="GL510",
+        name="shared-pool-replay-order",
+        severity="error",
+        summary=(
+            "Graphs captured into one memory pool (`pool=`, `graph_pool_handle()`, another graph's `pool()`) "
+            "are replayed in an order other than their capture order, or at once on two streams, while their "
+            "memory overlaps: the replay, both graphs' capture lines and the shared bytes are named."
+        ),
+        why=(
+            "A pool hands memory freed during one capture to the next capture. Graph B's output can live where "
+            "graph A's intermediate lived, which is sound only if, on every replay, A finishes reading that "
+            "memory before B writes it: the capture order, one graph at a time. Replay B before A, or both on "
+            "two unordered streams, and A silently reads B's values. The sanitizer tracks which graph last "
+            "wrote each pooled range and which streams replayed them; a stream or event wait made since the "
+            "other replay counts as ordering them (it cannot tell which streams a wait joins), so it misses "
+            "some races rather than report ordered ones."
+        ),
+        example="""
+            pool = torch.cuda.graph_pool_handle()
+            with torch.cuda.graph(g1, pool=pool):
+                h = x * 2              # an intermediate in the pool
+            with torch.cuda.graph(g2, pool=pool):
+                y = h + 1              # g2 reads g1's memory
+            del h                      # its block goes back to the pool
+            with torch.cuda.graph(g3, pool=pool):
+                z = x * 3              # and may be handed to z
+            g1.replay(); g3.replay(); g2.replay()   # g2 reads z's values, not h's
+        """,
+        use_instead="""
+            # replay graphs that share a pool in the order they were captured, on one stream
+            g1.replay()
+            g2.replay()
+            # or give each graph its own pool (the default) when their order varies
+        """,
+    )
+)

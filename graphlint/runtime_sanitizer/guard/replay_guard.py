@@ -33,15 +33,18 @@ graphs seen, analysed and refused; `uninstall()` restores torch.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from graphlint.findings import Finding
 from graphlint.runtime_sanitizer.analysis.grad_alias import GradAliasTracker, GradRecord, grad_alias_message
 from graphlint.runtime_sanitizer.analysis.graph_counts import GraphCounts
 from graphlint.runtime_sanitizer.analysis.kept_outputs import KeptWatch, kept_output_message
+from graphlint.runtime_sanitizer.analysis.pool_order import violation_message
 from graphlint.runtime_sanitizer.analysis.report import ordering_findings, refused_finding, rule_finding
 from graphlint.runtime_sanitizer.capture.plain_capture import CaptureOrdering, Refused
 from graphlint.runtime_sanitizer.guard.dispatch_modes import CaptureRecorder, HandleWatch
@@ -55,8 +58,14 @@ from graphlint.runtime_sanitizer.guard.graph_state import (
     torch_equal,
 )
 from graphlint.runtime_sanitizer.guard.installed import INSTALLED, sanitizer_internal
+from graphlint.runtime_sanitizer.guard.pool_watch import PoolWatch
 from graphlint.runtime_sanitizer.guard.sites import UNKNOWN_SITE, innermost_user_frame, located, user_site
-from graphlint.runtime_sanitizer.rules import GRAPHED_GRAD_ALIAS, REPLAY_ON_UNCHANGED_INPUTS, STALE_OUTPUT_READ
+from graphlint.runtime_sanitizer.rules import (
+    GRAPHED_GRAD_ALIAS,
+    REPLAY_ON_UNCHANGED_INPUTS,
+    SHARED_POOL_REPLAY_ORDER,
+    STALE_OUTPUT_READ,
+)
 
 
 class StaleOutputRead(RuntimeError):
@@ -80,6 +89,8 @@ class ReplayGuard:
         self.graphs = GraphCounts()
         self._grad_alias = GradAliasTracker()
         self._backward_sites: list[tuple[str, int]] = []  # the user lines of the backward() calls running
+        self._pools = PoolWatch()  # GL510: graphs sharing a memory pool
+        self._managed = 0  # >0 while torch.cuda.graph enters or exits (its capture_begin/end are its own)
 
     # -- install / uninstall -------------------------------------------------------------
     def install(self) -> ReplayGuard:
@@ -96,14 +107,16 @@ class ReplayGuard:
         # that inspect it.
         @functools.wraps(original_enter)
         def enter(ctx, *args, **kwargs):
-            result = original_enter(ctx, *args, **kwargs)
+            with guard._managing():
+                result = original_enter(ctx, *args, **kwargs)
             guard._begin_capture(ctx)
             return result
 
         @functools.wraps(original_exit)
         def exit_(ctx, *exc, **kwargs):
             guard._end_capture(ctx, failed=bool(exc) and exc[0] is not None)
-            return original_exit(ctx, *exc, **kwargs)
+            with guard._managing():
+                return original_exit(ctx, *exc, **kwargs)
 
         @functools.wraps(original_replay)
         def replay(graph, *args, **kwargs):
@@ -113,6 +126,8 @@ class ReplayGuard:
         # Patching torch is the guard's job; uninstall() puts every original back.
         graph_cls.__enter__, graph_cls.__exit__ = enter, exit_  # type: ignore[method-assign]
         torch.cuda.CUDAGraph.replay = replay  # type: ignore[method-assign]
+        self._wrap_raw_capture(torch)
+        self._pools.install(torch)
         self._saved["graphed"] = (torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables)
         original_graphed = torch.cuda.graphs.make_graphed_callables
 
@@ -148,8 +163,46 @@ class ReplayGuard:
             torch.cuda.graph.__enter__ = self._saved["enter"]  # type: ignore[method-assign]
             torch.cuda.graph.__exit__ = self._saved["exit"]  # type: ignore[method-assign]
             torch.cuda.CUDAGraph.replay = self._saved["replay"]  # type: ignore[method-assign]
+            torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.capture_end = self._saved["raw"]  # type: ignore[method-assign]
+            self._pools.uninstall()
             torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self._saved["backward"]  # type: ignore[method-assign]
             self._saved = {}
+
+    @contextlib.contextmanager
+    def _managing(self) -> Iterator[None]:
+        """torch.cuda.graph entering or exiting: the capture_begin/end it calls are its own."""
+        self._managed += 1
+        try:
+            yield
+        finally:
+            self._managed -= 1
+
+    def _wrap_raw_capture(self, torch: Any) -> None:
+        """`g.capture_begin()` ... `g.capture_end()` called by the program itself (PyTorch's own
+        tests do): watched like a `torch.cuda.graph` block, whose own calls are left alone."""
+        guard = self
+        original_begin, original_end = torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.capture_end
+        self._saved["raw"] = (original_begin, original_end)
+
+        @functools.wraps(original_begin)
+        def capture_begin(graph, *args, **kwargs):
+            result = original_begin(graph, *args, **kwargs)
+            if not guard._managed:
+                guard._begin_capture(_RawCapture(graph, torch.cuda.current_stream()))
+            return result
+
+        @functools.wraps(original_end)
+        def capture_end(graph, *args, **kwargs):
+            if (
+                not guard._managed
+                and guard._capturing
+                and getattr(guard._capturing[-1][0], "cuda_graph", None) is graph
+            ):
+                guard._end_capture(guard._capturing[-1][0])
+            return original_end(graph, *args, **kwargs)
+
+        torch.cuda.CUDAGraph.capture_begin = capture_begin  # type: ignore[method-assign]
+        torch.cuda.CUDAGraph.capture_end = capture_end  # type: ignore[method-assign]
 
     def _wrap_backward(self, torch: Any) -> None:
         """Record the user line of each backward()/grad() call while it runs: the graphed
@@ -251,6 +304,7 @@ class ReplayGuard:
         made = {id(t): t for t in recorder.made}
         state.outputs = [(weakref.ref(t), KeptWatch()) for t in made.values()]
         self._graphs[id(graph)] = state
+        self._pools.captured(graph, label, inputs, made_ranges)
         if ordering is not None:
             self.graphs.seen += 1
             self._check_ordering(ctx, ordering, label, site)
@@ -276,6 +330,7 @@ class ReplayGuard:
         if state is None:
             return
         state.replays += 1
+        self._check_pool_order(graph, state)
         if state.params:
             self._check_grad_alias(id(graph), state)
         if state.outputs:
@@ -285,6 +340,14 @@ class ReplayGuard:
         if live and not state.unchanged_reported and not state.updates_inputs:
             self._check_unchanged(state, live)
         state.inputs = [(weakref.ref(t), t._version) for t, _ in live]
+
+    def _check_pool_order(self, graph: Any, state: GraphState) -> None:
+        """GL510: this replay breaks the capture order of graphs sharing its pool, or runs at
+        once with one of them on another stream."""
+        import torch
+
+        for violation in self._pools.replayed(graph, lambda: torch.cuda.current_stream().cuda_stream):
+            self._report(SHARED_POOL_REPLAY_ORDER, violation_message(violation, state.replays), state)
 
     def _check_unchanged(self, state: GraphState, live: list[tuple[Any, int]]) -> None:
         """GL506 when the inputs' version counters stood still since the last replay and their
@@ -398,3 +461,11 @@ class ReplayGuard:
         self.findings.append(finding)
         if self.mode == "raise" and rule.code == "GL503":
             raise StaleOutputRead(message)
+
+
+class _RawCapture:
+    """What `_begin_capture` reads of a `torch.cuda.graph` block, for a raw capture_begin."""
+
+    def __init__(self, graph: Any, stream: Any) -> None:
+        self.cuda_graph = graph
+        self.capture_stream = stream

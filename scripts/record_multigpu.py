@@ -21,7 +21,7 @@ Programs (callables over CUDA tensors, each a collective between compute):
   before the streams are joined, a seeded GL504 next to a collective.
 
 For each program and rank: three captures recorded exactly as `scripts/record_snapshots.py`
-does (`capture_three` + `capture_attributed` + `analyze_pair`), written as
+does (`capture_set` + `capture_attributed` + `analyze_pair`), written as
 ``multigpu/<program>-rank<r>.json`` (the format of ``fixtures/snapshots/*.json``; each
 capture's provenance adds rank, world size, NCCL version and the environment); a scan of
 the NCCL kernel nodes' argument bytes for the addresses of the user buffers; then
@@ -70,7 +70,7 @@ from graphlint.runtime_sanitizer.analysis.snapshot import save_captures  # noqa:
 from graphlint.runtime_sanitizer.api import sanitize_callable  # noqa: E402
 from graphlint.runtime_sanitizer.capture.two_captures import (  # noqa: E402
     capture_attributed,
-    capture_three,
+    capture_set,
     module_tensors,
     tensors_in,
 )
@@ -247,11 +247,18 @@ def record(name: str, spec: dict[str, Any], out_dir: Path, rank: int, world: int
     """Three captures exactly as `scripts/record_snapshots.py` takes them, saved per rank."""
     fn, inputs = spec["fn"], spec["inputs"](0)
     fixed = module_tensors(spec.get("module"))
-    first, second, repeat = capture_three(fn, inputs, fixed)
+    first, second, repeat, moved_repeat = capture_set(fn, inputs, fixed)
     ordering = capture_attributed(fn, inputs, first.snapshot, fixed)
-    report = analyze_pair(first.snapshot, second.snapshot, (name, 1), name, repeat.snapshot, ordering)
+    report = analyze_pair(
+        first.snapshot, second.snapshot, (name, 1), name, repeat.snapshot, ordering, moved_repeat.snapshot
+    )
     extra = extra_provenance(rank, world)
-    captures = {"first": first.snapshot, "second": second.snapshot, "repeat": repeat.snapshot}
+    captures = {
+        "first": first.snapshot,
+        "second": second.snapshot,
+        "repeat": repeat.snapshot,
+        "moved_repeat": moved_repeat.snapshot,
+    }
     if ordering is not None:
         captures["ordering"] = ordering
     for snapshot in captures.values():

@@ -25,8 +25,8 @@ from graphlint.runtime_sanitizer.analysis.snapshot import save_captures
 from graphlint.runtime_sanitizer.capture.introspection import kernel_params_with_arguments
 from graphlint.runtime_sanitizer.capture.two_captures import (
     capture_attributed,
+    capture_set,
     capture_shifted,
-    capture_three,
     module_tensors,
 )
 
@@ -164,9 +164,11 @@ def main() -> int:
     for name, (fn, inputs, fixed) in programs().items():
         if only and name not in only:
             continue
-        first, second, repeat = capture_three(fn, inputs, fixed)
+        first, second, repeat, moved_repeat = capture_set(fn, inputs, fixed)
         ordering = capture_attributed(fn, inputs, first.snapshot, fixed)
-        report = analyze_pair(first.snapshot, second.snapshot, (name, 1), name, repeat.snapshot, ordering)
+        report = analyze_pair(
+            first.snapshot, second.snapshot, (name, 1), name, repeat.snapshot, ordering, moved_repeat.snapshot
+        )
         slots = report.input_slots
         roles: dict[str, int] = {}
         for word in report.words:
@@ -184,7 +186,12 @@ def main() -> int:
         else:
             ok = "n/a: a memcpy/memset source (the launcher's job)" if slots else False
         meta["repoint_verified_on_gpu"] = ok
-        captures = {"first": first.snapshot, "second": second.snapshot, "repeat": repeat.snapshot}
+        captures = {
+            "first": first.snapshot,
+            "second": second.snapshot,
+            "repeat": repeat.snapshot,
+            "moved_repeat": moved_repeat.snapshot,
+        }
         if ordering is not None:
             captures["ordering"] = ordering
         meta["ordering_checked"] = ordering is not None

@@ -29,7 +29,13 @@ def _load(name: str):
 def _report(name: str):
     captures, meta = load_captures(SNAPSHOTS / f"{name}.json")
     report = analyze_pair(
-        captures["first"], captures["second"], (name, 1), name, captures["repeat"], captures.get("ordering")
+        captures["first"],
+        captures["second"],
+        (name, 1),
+        name,
+        captures["repeat"],
+        captures.get("ordering"),
+        captures.get("moved_repeat"),
     )
     return report, captures, meta
 
@@ -42,19 +48,7 @@ def test_every_required_program_was_recorded() -> None:
     assert provenance["device"] == "NVIDIA H200" and provenance["torch"] and provenance["driver"]
 
 
-KNOWN_FALSE_POSITIVE = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open: the bf16 bias add after cuDNN's convolution has a 4-byte argument that differs between "
-        "the two captures but not in the repeat capture, so it is reported as GL505; no host value "
-        "is involved (likely deterministic stack bytes). The input slots themselves are right."
-    ),
-)
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=KNOWN_FALSE_POSITIVE) if n == "conv_bf16" else n for n in PROGRAMS]
-)
+@pytest.mark.parametrize("name", PROGRAMS)
 def test_input_slots_are_exactly_the_gpu_verified_ones(name: str) -> None:
     report, captures, meta = _report(name)
     first, second = captures["first"], captures["second"]
@@ -64,8 +58,16 @@ def test_input_slots_are_exactly_the_gpu_verified_ones(name: str) -> None:
     assert found == meta["input_slots"]
     assert found, "every recorded program reads its input"
     assert meta["repoint_verified_on_gpu"] in (True, "n/a: a memcpy/memset source (the launcher's job)")
-    # No word outside an input's byte range in both captures is called an input.
+    # No word outside an input's byte range in both captures is called an input (a 4-byte field
+    # holds the low half of an address inside it).
     for word in report.input_slots:
+        if word.width == 4:
+            (a, da), (b, db) = (
+                analysis._low_region(first, word.first, "input"),
+                analysis._low_region(second, word.second, "input"),
+            )
+            assert a is not None and b is not None and da == db, word
+            continue
         a = first.region_of(word.first, ("input",))
         b = second.region_of(word.second, ("input",))
         assert a is not None and b is not None and word.first - a.start == word.second - b.start
@@ -125,6 +127,28 @@ def test_a_scalar_that_differs_between_captures_is_gl505_but_padding_noise_is_no
     noisy_repeat = copy.deepcopy(repeat)
     noisy_repeat.nodes[node.index].params[scalar].data = bytes((b + 7) % 256 for b in param.data)
     assert analyze_pair(first, changed, ("f.py", 1), "f", noisy_repeat).findings == []
+
+
+def test_a_difference_that_follows_the_input_addresses_is_noise_and_one_that_follows_the_seeds_is_not() -> None:
+    """The moved repeat runs on the second capture's inputs with the first capture's seeds: stack
+    bytes left in a struct follow the addresses (as in the second capture), a host value follows
+    the seeds (as in the first)."""
+    first, second, repeat, _ = _load("mlp")
+    node, wide = next((n, i) for n in second.nodes for i, p in enumerate(n.params) if p.size >= 64)
+    offset = next(
+        o
+        for (o, a), (_, b) in zip(first.nodes[node.index].params[wide].words(), node.params[wide].words(), strict=True)
+        if a == b
+    )
+    changed = copy.deepcopy(second)
+    param = changed.nodes[node.index].params[wide]
+    word = bytes((b + 1) % 256 for b in param.data[offset : offset + 8])
+    param.data = param.data[:offset] + word + param.data[offset + 8 :]
+    follows_addresses = copy.deepcopy(changed)
+    assert analyze_pair(first, changed, ("f.py", 1), "f", repeat, None, follows_addresses).findings == []
+    follows_seeds = copy.deepcopy(first)
+    found = analyze_pair(first, changed, ("f.py", 1), "f", repeat, None, follows_seeds).findings
+    assert [f.code for f in found] == ["GL505"], found
 
 
 def test_snapshot_json_round_trip(tmp_path: Path) -> None:
@@ -261,7 +285,13 @@ def _two_rank(name: str, rank: int):
         pytest.skip(f"two-rank snapshots not recorded yet ({path.relative_to(SNAPSHOTS.parent.parent)})")
     captures, meta = load_captures(path)
     report = analyze_pair(
-        captures["first"], captures["second"], (name, 1), name, captures["repeat"], captures.get("ordering")
+        captures["first"],
+        captures["second"],
+        (name, 1),
+        name,
+        captures["repeat"],
+        captures.get("ordering"),
+        captures.get("moved_repeat"),
     )
     return report, captures, meta
 
@@ -291,11 +321,13 @@ def test_two_rank_snapshots_carry_their_provenance(name: str, rank: int) -> None
         }
 
 
-# Open, the same as conv_bf16 above: an elementwise kernel's by-value struct has bytes that differ
-# between the first and second capture but not in the repeat one (not a host value, likely stack
-# bytes in padding), so the recorded pair reports GL505 on a compute kernel, never on NCCL's.
+# Open until recorded again with the moved repeat (two GPUs needed): an elementwise kernel's
+# by-value struct has bytes that differ between the first and second capture but not in the repeat
+# one (stack bytes in padding, which the moved repeat tells from host values: conv_bf16 was the
+# same until it was recorded with it), so the pair reports GL505 on a compute kernel, never NCCL's.
 _PADDING_NOISE = pytest.mark.xfail(
-    strict=True, reason="open: padding bytes of an elementwise kernel's argument struct read as GL505 (see conv_bf16)"
+    strict=True,
+    reason="open: padding bytes read as GL505 until these are recorded with the moved repeat (needs two GPUs)",
 )
 _NO_GL501_GL505 = [
     pytest.param(name, rank, marks=_PADDING_NOISE)

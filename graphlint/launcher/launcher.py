@@ -161,20 +161,20 @@ class ParameterizedLauncher:
 
     def _build(self, fn: Callable, sample_inputs: Sequence[Any], warmup: int) -> None:
         torch = self._torch
-        from graphlint.runtime_sanitizer.capture.two_captures import capture_attributed, capture_shifted, capture_three
+        from graphlint.runtime_sanitizer.capture.two_captures import capture_attributed, capture_set, capture_shifted
 
         self._drv, self._ok = driver.bindings(), driver.ok
         fixed = self._fixed
         # The launcher owns its capture buffers: the caller's tensors are never written.
         owned = [t.clone() if isinstance(t, torch.Tensor) else t for t in sample_inputs]
-        first, second, repeat = capture_three(fn, owned, fixed, warmup)
+        first, second, repeat, moved_repeat = capture_set(fn, owned, fixed, warmup)
         self.report: SanitizerReport = analyze_pair(
-            first.snapshot, second.snapshot, ("<launcher>", 1), "fn", repeat.snapshot
+            first.snapshot, second.snapshot, ("<launcher>", 1), "fn", repeat.snapshot, None, moved_repeat.snapshot
         )
         if any(f.code == "GL501" for f in self.report.findings):
             raise LauncherRefused("two captures differ (GL501): there is no single graph to re-point")
         self._capture = first
-        self._keep = (second, repeat)  # alive while analysing: no later capture may reuse their addresses
+        self._keep = (second, repeat, moved_repeat)  # alive while analysing: no later capture may reuse their addresses
         self._ordering = capture_attributed(fn, owned, first.snapshot, fixed, warmup)
         self.inputs = first.inputs
         self.outputs = first.outputs

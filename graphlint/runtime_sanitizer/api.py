@@ -51,13 +51,15 @@ def sanitize_callable(
 
 def _analyse(fn: Callable, inputs: tuple[Any, ...], fixed: list[Any], warmup: int) -> SanitizerReport:
     from graphlint.runtime_sanitizer.analysis import two_capture as analysis
-    from graphlint.runtime_sanitizer.capture.two_captures import capture_attributed, capture_shifted, capture_three
+    from graphlint.runtime_sanitizer.capture.two_captures import capture_attributed, capture_set, capture_shifted
 
-    first, second, repeat = capture_three(fn, inputs, fixed, warmup)
+    first, second, repeat, moved_repeat = capture_set(fn, inputs, fixed, warmup)
     label = getattr(fn, "__qualname__", type(fn).__name__)
     where = _where(fn)
     ordering = capture_attributed(fn, inputs, first.snapshot, fixed, warmup)
-    report = analyze_pair(first.snapshot, second.snapshot, where, label, repeat.snapshot, ordering)
+    report = analyze_pair(
+        first.snapshot, second.snapshot, where, label, repeat.snapshot, ordering, moved_repeat.snapshot
+    )
     if any(f.code == "GL501" for f in report.findings):
         return report  # an unstable graph has no alignment or memory profile worth stating
     for index, tensor in enumerate(inputs):

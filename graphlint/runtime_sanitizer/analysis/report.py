@@ -69,10 +69,13 @@ def analyze_pair(
     label: str,
     repeat: GraphSnapshot | None = None,
     ordering: GraphSnapshot | None = None,
+    moved_repeat: GraphSnapshot | None = None,
 ) -> SanitizerReport:
     """GL501 if the captures differ in structure; otherwise classify every word, and GL505 for
     host values baked into arguments. ``repeat`` is a third capture on the first capture's
-    inputs with the same host RNG seeds: what differs there is padding noise. ``ordering`` is a
+    inputs with the same host RNG seeds: what differs there is padding noise. ``moved_repeat``
+    is one on the second capture's inputs with the first seeds: what differs between it and the
+    first follows the addresses, not the host values (stack bytes in padding). ``ordering`` is a
     capture of the same graph with each node's reads and writes recorded (GL504); without it
     the ordering check uses whatever accesses ``first`` carries."""
     differences = analysis.compare_structure(first, second)
@@ -84,9 +87,7 @@ def analyze_pair(
             where=where,
             label=label,
         )
-    if repeat is not None and analysis.compare_structure(first, repeat):
-        repeat = None  # cannot measure the noise on a different graph; judge scalars only
-    noise = analysis.noise_positions(first, repeat) if repeat is not None else None
+    noise = _noise(first, repeat, moved_repeat)
     words = analysis.classify(first, second)
     findings = []
     nodes = {node.index: node for node in first.nodes}
@@ -120,6 +121,18 @@ def analyze_pair(
     findings.extend(ordering_findings(ordered, label, where))
     graph = ordered if len(ordered.nodes) == len(first.nodes) else first  # drawn by write_pictures
     return SanitizerReport(findings, words, where=where, label=label, graph=graph)
+
+
+def _noise(
+    first: GraphSnapshot, repeat: GraphSnapshot | None, moved_repeat: GraphSnapshot | None
+) -> set[tuple[int, int, int]] | None:
+    """The argument words that change with no host value behind them (None: not measured)."""
+    if repeat is None or analysis.compare_structure(first, repeat):
+        return None  # cannot measure the noise on a different graph; judge scalars only
+    noise = analysis.noise_positions(first, repeat)
+    if moved_repeat is not None and not analysis.compare_structure(first, moved_repeat):
+        noise |= analysis.noise_positions(first, moved_repeat)
+    return noise
 
 
 def ordering_findings(snapshot: GraphSnapshot, label: str, where: tuple[str, int]) -> list[Finding]:

@@ -17,6 +17,7 @@ import warnings
 
 from graphlint.checkers.machinery.core.model import ModuleSummary
 from graphlint.checkers.machinery.summarize import FileSummarizer
+from graphlint.deep_nesting import run_deep
 from graphlint.suppressions import parse_suppressions
 
 
@@ -81,8 +82,15 @@ def summarize_source(data: bytes, module: str, is_package: bool, codes: frozense
         return summary
     except (ValueError, RecursionError, MemoryError) as error:
         return ModuleSummary(module=module, error=f"cannot parse file: {type(error).__name__}: {error}")
+
+    def work() -> ModuleSummary:
+        return _summarize_tree(tree, module, is_package, text, codes)
+
     try:
-        summary = FileSummarizer(tree, module, is_package, text, codes).run()
+        try:
+            return work()
+        except RecursionError:
+            return run_deep(work)  # as deep as CPython parses: again, with room for it
     except RecursionError:
         return ModuleSummary(module=module, error="file is nested too deeply to analyse")
     except Exception as error:  # a graphlint bug must not cost the user the rest of the run
@@ -91,6 +99,12 @@ def summarize_source(data: bytes, module: str, is_package: bool, codes: frozense
             internal_error=f"summarising the file failed: {type(error).__name__}: {error}",
             internal_traceback=traceback.format_exc(),
         )
+
+
+def _summarize_tree(
+    tree: ast.Module, module: str, is_package: bool, text: str, codes: frozenset[str] | None
+) -> ModuleSummary:
+    summary = FileSummarizer(tree, module, is_package, text, codes).run()
     suppressions = parse_suppressions(text, tree)
     summary.suppressions = suppressions.by_line
     summary.suppressed_blocks = suppressions.blocks

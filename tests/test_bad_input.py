@@ -78,6 +78,21 @@ def test_deeply_nested_expression_is_gl000_not_a_crash(write_tree) -> None:
     assert ("./deep.py", "GL000") in found and ("./ok.py", "GL101") in found
 
 
+def test_a_file_as_deep_as_cpython_parses_is_analysed_not_gl000(write_tree) -> None:
+    """A 600-branch elif chain is valid Python (CPython parses and runs it) but nests 600 `If`
+    nodes: the hazard in the capture that calls it is still reported, and nothing is GL000."""
+    branches = "".join(f"    elif k == {i}:\n        return x * {i}\n" for i in range(1, 600))
+    deep = (
+        "import torch\n\n\ndef pick(x, k):\n    if k == 0:\n        return x\n" + branches + "\n\n"
+        "def step(g, x):\n    with torch.cuda.graph(g):\n        y = pick(x, 3)\n        print(y.item())\n"
+    )
+    compile(deep, "deep.py", "exec")  # CPython accepts it
+    root = write_tree({"deep.py": deep})
+    result = run_cli("check", "--no-cache", "--format", "json", ".", cwd=root)
+    found = [(f["path"], f["code"]) for f in json.loads(result.stdout)]
+    assert found == [("./deep.py", "GL101")], found
+
+
 def test_non_ascii_columns_count_characters(write_tree) -> None:
     source = HAZARD.replace("    y = x.sum().item()", "    é = x.sum().item()")
     root = write_tree({"u.py": source})

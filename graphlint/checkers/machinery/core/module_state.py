@@ -7,7 +7,7 @@ import ast
 import builtins
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.capture_state import guard_calls, stream_capture_calls
@@ -127,6 +127,7 @@ class ModuleState:
         self.walkers: list[Binder] = []
         self.calls_by_span: dict[tuple[int, int, int, int], ast.Call] = {}  # optimizer constructors
         self.side_stream_attributes: dict[str, dict[str, str]] = {}  # class -> attr -> stream (stream flow)
+        self.side_written_attributes: dict[str, dict[str, Any]] = {}  # class -> attr -> where (attribute_escapes)
         self.current_stream_attributes: dict[str, frozenset[str]] = {}  # class -> attrs set from current_stream()
         self.stream_effects: dict[str, object] = {}  # memoised function summaries (stream_effects)
         self.graph_context_attrs: set[tuple[str, str]] = set()  # (class, attr) bound to a graph context

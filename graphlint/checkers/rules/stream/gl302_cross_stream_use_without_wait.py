@@ -19,7 +19,10 @@ on the current stream and read in a side stream's block where the orderings betw
 joins only (Megatron-LM 7eed06b0, TransformerEngine 039fcd1f), or between two side streams
 where they are `wait_stream`s of named streams only; a wait in one arm of an `if` orders
 nothing another arm wrote (TransformerEngine 611d876e), nor a use whose branch tests
-contradict its own (apex 705aa35d); no helper handed a stream.
+contradict its own (apex 705aa35d); no helper handed a stream. And a tensor attribute one
+method writes in a side stream's block and never orders back, returned by a getter of the
+class that waits for nothing (apex be4c41c2: a gradient norm read for clipping while its
+reduction still ran), from `attribute_escapes`.
 In preview: the other cross-stream uses, which on real code are mostly ordered elsewhere.
 """
 
@@ -29,6 +32,7 @@ import ast
 
 from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.flows.stream.attribute_escapes import SideAttributeReturned
 from graphlint.checkers.machinery.flows.stream.stream_flow import (
     MAIN,
     CrossStreamUse,
@@ -74,7 +78,9 @@ RULE = declare(
             "`current_stream()` inside its own `torch.cuda.stream(...)` block, which is itself; or a "
             "block on a stream made in the `with` itself (`torch.cuda.stream(torch.cuda.Stream())`), "
             "which nothing can wait for, with no device-wide sync around it; or a fork just before a "
-            "block (a join just after one) that names another side stream than the block's."
+            "block (a join just after one) that names another side stream than the block's; or a "
+            "tensor attribute written in a side stream's block by a method that orders nothing after "
+            "it, returned by another method of the class (a getter, a property) with no wait."
         ),
         why=(
             "Streams run concurrently: the consumer can read the tensor before the producer has "
@@ -122,6 +128,16 @@ class CrossStreamUseWithoutWait(Detector):
             f"`{show_stream(event.stream)}` ({direction} a side-stream block) with no wait between them",
             always=True,
             preview=not event.certain,
+        )
+
+    def on_SideAttributeReturned(self, w: FunctionWalker, event: SideAttributeReturned) -> None:
+        w.hazard(
+            RULE.code,
+            event.node,
+            f"`self.{event.attr}` is written on `{event.stream}` in `{event.writer}` (line {event.line}), which "
+            "makes nothing wait for that stream afterwards, and is returned here with no wait either: the "
+            "caller reads it on its current stream while the side stream may still be writing it",
+            always=True,
         )
 
     def on_DefaultStreamWait(self, w: FunctionWalker, event: DefaultStreamWait) -> None:

@@ -26,6 +26,7 @@ from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
 from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.names import evaluation_order, source_text
+from graphlint.checkers.machinery.flows.stream.attribute_escapes import SideAttributeReturned, returned_side_attributes
 from graphlint.checkers.machinery.flows.stream.data_replacement import data_replaced
 from graphlint.checkers.machinery.flows.stream.list_elements import (
     element_index,
@@ -187,6 +188,7 @@ class WrongStreamWait:
 
 
 EVENTS = (
+    SideAttributeReturned,
     ReleasedInUse,
     HandedWithoutRecord,
     DataSwappedInUse,
@@ -1304,6 +1306,9 @@ def analyze(state: ModuleState, source: str) -> None:
         flow = StreamFlow(walker)
         walk(flow, walker.body)
         flow.finish()
+    for walker in functions:
+        for event in returned_side_attributes(walker):
+            walker.emit(event)
 
 
 class _LineIndex:

@@ -22,8 +22,13 @@ For a pair the default mode misses, the benchmark says why, in one class:
                values followed (no function of the file, where the pair names no line): the
                rule never looks there
   deaf         the code is looked at (reached, or any function for the stream and replay
-               rules, which look at every function) and no mode's rule hears the pattern
-  no-rule      no rule describes this hazard (the pair's `miss` says so, from reading its diff)
+               rules and for the rules that judge the capture statement itself, GL107, GL108
+               and GL113, which look at every function) and no mode's rule hears the pattern
+  no-rule, runtime, outside, no-capture-at-parent
+               no static check can catch it, judged by reading the diff and the package (the
+               pair's `miss`, with its `miss_reading`): no rule describes the hazard; only the
+               runtime sanitizer sees it; the capture that runs it is outside the checked
+               package; the parent as written runs the code under no capture
   fix-not-less the parent is flagged, the fix is not flagged less
 
     python benchmarks/bugfix_pairs.py --mirrors /work/.mirror
@@ -67,6 +72,16 @@ MODES: dict[str, tuple[str, ...]] = {
 }
 STREAM_PREFIX = "GL3"
 CAPTURE_PREFIX = "GL1"  # the rules that look only at code a capture reaches
+# ... except those that judge the capture statement itself (its warm-up, its autocast, the
+# hooks on what it graphs): no callee needs reaching for them.
+CAPTURE_SITE_CODES = frozenset({"GL107", "GL108", "GL113"})
+# The reasons no static check can catch a pair, judged by reading its diff (a pair's `miss`).
+MISS_CLASSES = {
+    "no-rule": "no graphlint rule describes the hazard",
+    "runtime": "only the runtime sanitizer sees it (the pair's miss_reading names the code)",
+    "outside": "the capture that runs the hazard is outside the checked package",
+    "no-capture-at-parent": "the parent, as written, runs the code under no capture",
+}
 
 
 @dataclass(frozen=True)
@@ -79,7 +94,8 @@ class Pair:
     lines: tuple[int, ...] = ()
     package: str = ""  # the folder checked, relative to the repository root ("" for the root)
     origin: str = "shared"  # shared | mined
-    miss: str = ""  # the judged reason class when no rule can catch it ("no-rule"), else ""
+    miss: str = ""  # the judged reason no static check can catch it (MISS_CLASSES), else ""
+    miss_reading: str = ""  # the reading behind `miss`, in a sentence
     needs: str = ""  # what a rule must see to catch it, from reading the diff
     verdict: str = ""  # the reading of the diff: right | partly | wrong ("" not read yet)
 
@@ -146,6 +162,7 @@ def load_pairs(path: Path = PAIRS) -> list[Pair]:
                 package=row.get("package", ""),
                 origin=row.get("origin", "shared"),
                 miss=row.get("miss", ""),
+                miss_reading=row.get("miss_reading", ""),
                 needs=row.get("needs", ""),
                 verdict=row.get("verdict", ""),
             )
@@ -295,6 +312,7 @@ def measure(pair: Pair, mirrors: Path, work: Path, modes: list[str], jobs: int) 
         "hazard_span": list(span) if span else None,
         "modes": {mode: r.to_dict(span) for mode, r in results.items()},
         "reason": reason,
+        "miss_reading": pair.miss_reading,
     }
 
 
@@ -315,8 +333,8 @@ def miss_reason(
         return "preview+reach"
     if pair.miss:
         return pair.miss
-    if not any(code.startswith(CAPTURE_PREFIX) for code in pair.codes):
-        return "deaf"  # stream and replay rules look at every function: nothing to reach
+    if not any(code.startswith(CAPTURE_PREFIX) and code not in CAPTURE_SITE_CODES for code in pair.codes):
+        return "deaf"  # stream, replay and capture-site rules look at every function: nothing to reach
     try:
         reached = reached_functions(parent, pair.checked, True, jobs, cache)
     except RuntimeError as error:
@@ -405,6 +423,10 @@ def markdown(rows: list[dict], modes: list[str], measured: str) -> str:
     lines.append("")
     for mode in modes:
         lines.append(f"- {mode}: {_count_caught(rows, mode)}/{len(rows)} caught")
+    judged = [row for row in rows if row["reason"] in MISS_CLASSES and row.get("miss_reading")]
+    if judged:
+        lines += ["", "Misses no static check can catch, from reading each diff and its package:", ""]
+        lines += [f"- {row['key']} ({row['reason']}): {row['miss_reading']}" for row in judged]
     return "\n".join(lines) + "\n"
 
 

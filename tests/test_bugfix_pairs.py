@@ -37,7 +37,8 @@ def test_every_pair_is_well_formed():
         assert set(pair.codes) <= codes, pair
         assert pair.file.endswith(".py") and not pair.file.startswith("/"), pair
         assert pair.origin in ("shared", "mined"), pair
-        assert pair.miss in ("", "no-rule"), pair
+        assert pair.miss == "" or pair.miss in bugfix_pairs.MISS_CLASSES, pair
+        assert bool(pair.miss_reading) == (pair.miss not in ("", "no-rule")), pair
         assert pair.verdict in ("", "right", "partly", "wrong"), pair
         assert (pair.repo, pair.fix, pair.file) not in seen, pair
         seen.add((pair.repo, pair.fix, pair.file))

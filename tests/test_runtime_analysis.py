@@ -26,8 +26,9 @@ def _load(name: str):
     return captures["first"], captures["second"], captures["repeat"], meta
 
 
-def _report(name: str):
-    captures, meta = load_captures(SNAPSHOTS / f"{name}.json")
+def _analysed(path: Path, name: str):
+    """The analysis of a recorded file's captures, as the sanitizer runs it on the GPU."""
+    captures, meta = load_captures(path)
     report = analyze_pair(
         captures["first"],
         captures["second"],
@@ -38,6 +39,10 @@ def _report(name: str):
         captures.get("moved_repeat"),
     )
     return report, captures, meta
+
+
+def _report(name: str):
+    return _analysed(SNAPSHOTS / f"{name}.json", name)
 
 
 def test_every_required_program_was_recorded() -> None:
@@ -283,17 +288,7 @@ def _two_rank(name: str, rank: int):
     path = MULTIGPU / f"{name}-rank{rank}.json"
     if not path.exists():
         pytest.skip(f"two-rank snapshots not recorded yet ({path.relative_to(SNAPSHOTS.parent.parent)})")
-    captures, meta = load_captures(path)
-    report = analyze_pair(
-        captures["first"],
-        captures["second"],
-        (name, 1),
-        name,
-        captures["repeat"],
-        captures.get("ordering"),
-        captures.get("moved_repeat"),
-    )
-    return report, captures, meta
+    return _analysed(path, name)
 
 
 def test_the_recorder_writes_the_files_these_tests_read() -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.core.capture_state import capture_predicates, guard_calls, stream_capture_calls
-from graphlint.checkers.machinery.core.kind_inference import GRAPHED_CALLABLES, T_TREE, is_compile_capture
+from graphlint.checkers.machinery.core.kind_inference import GRAPHED_CALLABLES, T_TREE, is_cudagraph_compile
 from graphlint.checkers.machinery.core.model import ClassSummary, ModuleSummary
 from graphlint.checkers.machinery.core.module_state import FlowHooks, ModuleState
 from graphlint.checkers.machinery.core.names import dotted_parts, source_text
@@ -52,6 +52,9 @@ class FileSummarizer:
         self, tree: ast.Module, module: str, is_package: bool, source: str, codes: frozenset[str] | None = None
     ) -> None:
         self.source = source
+        # Only a file that spells a CUDA-graph mode can hold a cudagraph-compiled function.
+        self.cudagraph_modes = bool(_CUDAGRAPH_MODE_TEXT.search(source))
+        self.cudagraph_methods: dict[str, list[str]] = {}  # class -> its cudagraph-compiled methods
         hooks = hooks_for(static_codes() | {value_facts.VALUE_FACTS} if codes is None else codes)
         self.state = ModuleState(tree, module, is_package, source.splitlines(), hooks, FLOW_HOOKS)
 
@@ -124,9 +127,16 @@ class FileSummarizer:
                     resolved = st.resolve_parts(parts)
                     if resolved:
                         st.summary.aliases[node.targets[0].id] = resolved
-        if _CUDAGRAPH_MODE_TEXT.search(self.source):
+        if self.cudagraph_modes:
             for name in _cudagraph_compiled_globals(st, walker):
                 st.module_env[name] = T_TREE
+            for class_node, class_qualname in _classes(st.tree.body, st.module):
+                self.cudagraph_methods[class_qualname] = [
+                    item.name
+                    for item in class_node.body
+                    if isinstance(item, FUNCTION_NODES)
+                    and any(is_cudagraph_compile(walker.resolve, d) for d in item.decorator_list)
+                ]
 
     def _prescan_classes(self) -> None:
         st = self.state
@@ -147,10 +157,9 @@ class FileSummarizer:
                     resolved = st.resolve_parts(parts) if parts else None
                     if resolved in PROTOCOL_BASES:
                         bases.append(resolved)
-            st.class_attrs[qualname] = {}
+            # `@torch.compile(mode="reduce-overhead")` on a method: `self.method(...)` replays a graph.
+            st.class_attrs[qualname] = dict.fromkeys(self.cudagraph_methods.get(qualname, ()), T_TREE)
             st.summary.classes[qualname] = ClassSummary(qualname, bases, methods, {})
-            if _CUDAGRAPH_MODE_TEXT.search(self.source):
-                self._cudagraph_compiled_methods(node, qualname)
         # Attribute kinds from `self.x = ...` in every method, __init__ first.
         for qualname, node in st.class_nodes.items():
             attrs = st.class_attrs[qualname]
@@ -182,14 +191,6 @@ class FileSummarizer:
                     summary.attr_classes[attr] = ty.ref
             summary.host_attrs = host_attributes(node, attrs, methods, _resolver(st))
 
-    def _cudagraph_compiled_methods(self, node: ast.ClassDef, qualname: str) -> None:
-        """`@torch.compile(mode="reduce-overhead")` on a method: `self.method` replays a graph."""
-        st = self.state
-        walker = FunctionWalker(st, f"{st.module}.<module>", "<module>", None, st.tree, outer=None, record=False)
-        for item in node.body:
-            if isinstance(item, FUNCTION_NODES) and any(_is_cudagraph_compile(walker, d) for d in item.decorator_list):
-                st.class_attrs[qualname][item.name] = T_TREE
-
     def _prescan_file_facts(self) -> None:
         """Modules passed to make_graphed_callables anywhere in the file (for GL113)."""
         st = self.state
@@ -204,7 +205,6 @@ class FileSummarizer:
                     st.graphed_modules.add(source_text(element))
 
 
-# Only files that spell a cudagraph mode can hold a cudagraph-compiled global.
 _CUDAGRAPH_MODE_TEXT = re.compile(r"reduce-overhead|max-autotune|triton\.cudagraphs")
 
 
@@ -235,7 +235,9 @@ def _cudagraph_compiled_globals(st: ModuleState, walker: FunctionWalker) -> Iter
     it: `@torch.compile(mode="reduce-overhead")` on the definition, or a function that declares
     `global step` and rebinds `step = torch.compile(step, mode=...)` (gpt-fast's main() does)."""
     for node in module_level_statements(st.tree.body):
-        if isinstance(node, FUNCTION_NODES) and any(_is_cudagraph_compile(walker, d) for d in node.decorator_list):
+        if isinstance(node, FUNCTION_NODES) and any(
+            is_cudagraph_compile(walker.resolve, d) for d in node.decorator_list
+        ):
             yield node.name
     for function in all_statements(st.tree.body):
         if not isinstance(function, FUNCTION_NODES):
@@ -244,12 +246,8 @@ def _cudagraph_compiled_globals(st: ModuleState, walker: FunctionWalker) -> Iter
         if not declared:
             continue
         for stmt in statements(function.body):
-            if isinstance(stmt, ast.Assign) and _is_cudagraph_compile(walker, stmt.value):
+            if isinstance(stmt, ast.Assign) and is_cudagraph_compile(walker.resolve, stmt.value):
                 yield from (t.id for t in stmt.targets if isinstance(t, ast.Name) and t.id in declared)
-
-
-def _is_cudagraph_compile(walker: FunctionWalker, node: ast.expr) -> bool:
-    return isinstance(node, ast.Call) and walker.resolve(node.func) == "torch.compile" and is_compile_capture(node)
 
 
 def _is_none(node: ast.expr) -> bool:

@@ -20,7 +20,7 @@ from graphlint.checkers.machinery.core.call_targets import CallTarget, FunctionT
 from graphlint.checkers.machinery.core.capture_state import CaptureFlags, capture_value, short_circuited
 from graphlint.checkers.machinery.core.capture_values import CAPTURE_CONTEXTS, is_graph_context, note_assignment
 from graphlint.checkers.machinery.core.flow import FlowState, walk
-from graphlint.checkers.machinery.core.kind_inference import ValueKinds, is_compile_capture
+from graphlint.checkers.machinery.core.kind_inference import ValueKinds, is_cudagraph_compile
 from graphlint.checkers.machinery.core.model import COMPILE, GRAPH, CallRef, EntryRef, FunctionSummary, Hazard, Region
 from graphlint.checkers.machinery.core.module_state import ModuleState
 from graphlint.checkers.machinery.core.names import dotted_parts, source_text
@@ -501,10 +501,9 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
 
     def _decorators(self, node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str) -> None:
         for decorator in node.decorator_list:
-            if isinstance(decorator, ast.Call) and self.resolve(decorator.func) == "torch.compile":
-                if is_compile_capture(decorator):
-                    entry = EntryRef(FunctionTarget(qualname), node.lineno, COMPILE, self.display, False)
-                    self.st.summary.entries.append(entry)
+            if is_cudagraph_compile(self.resolve, decorator):
+                entry = EntryRef(FunctionTarget(qualname), node.lineno, COMPILE, self.display, False)
+                self.st.summary.entries.append(entry)
 
     # -- with blocks -----------------------------------------------------------------------
     def enter_with(self, stmt: ast.With | ast.AsyncWith) -> None:

@@ -41,6 +41,11 @@ def is_compile_capture(call: ast.Call) -> bool:
     return False
 
 
+def is_cudagraph_compile(resolve: Callable[[ast.AST], str | None], node: ast.AST) -> bool:
+    """`torch.compile(..., mode=...)` in a CUDA-graph mode, however torch is imported."""
+    return isinstance(node, ast.Call) and resolve(node.func) == "torch.compile" and is_compile_capture(node)
+
+
 class ValueKinds:
     """Typing methods shared by every walker (see the module docstring)."""
 

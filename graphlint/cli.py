@@ -140,6 +140,12 @@ def _add_sanitize_parser(commands: argparse._SubParsersAction) -> None:
         "--graph-dir", metavar="DIR", help="draw each analysed graph as DIR/NAME.svg and DIR/NAME.html"
     )
     sanitize_parser.add_argument(
+        "--poison",
+        action="store_true",
+        help="fill refilled static inputs with NaN after each replay and name the first output read that the "
+        "NaN reached (GL511); changes a buggy program's results on purpose",
+    )
+    sanitize_parser.add_argument(
         "--allow-inactive",
         action="store_true",
         help="with --mode error, do not fail when the sanitizer could not run (no CUDA device, untested versions)",
@@ -415,7 +421,13 @@ def _sanitize(args: argparse.Namespace) -> int:
 
     command = args.program[1:] if args.program[:1] == ["--"] else args.program
     try:
-        outcome = run(command, graph_dir=args.graph_dir)
+        if args.poison:
+            print(
+                "graphlint sanitize: --poison: stale static-input memory is filled with NaN; a program that reads "
+                "it computes different results, on purpose",
+                file=sys.stderr,
+            )
+        outcome = run(command, graph_dir=args.graph_dir, poison=args.poison)
         where = (program_name(interpreter_arguments(command)), 1)
     except UsageError as error:
         raise _UsageError(str(error)) from None

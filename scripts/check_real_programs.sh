@@ -2,7 +2,9 @@
 # The real programs of scripts/real_programs.py under the runtime sanitizer (issue 18), on a GPU.
 # For each program: two plain runs (bit-identical: the program is deterministic), one under
 # `graphlint sanitize --mode error` (bit-identical to the plain run: the sanitizer changes
-# nothing; no findings but informational GL500/GL508). One verdict line per program; the
+# nothing; no findings but informational GL500/GL508), and one under `--poison` (GL511: a clean
+# program computes bit-identical results with its refilled inputs poisoned between replays, and
+# reports no GL511). One verdict line per program; the
 # summary goes to OUTDIR/real-programs.txt.
 #   Usage: bash scripts/check_real_programs.sh OUTDIR
 # GRAPHLINT_REAL_DEVICE=cpu is only a smoke test of this script without a GPU (the sanitizer
@@ -35,7 +37,7 @@ extra=()
 
 for prog in decode cudagraphmodule graphed_training; do
   base="$OUTDIR/$prog"
-  rm -f "$base"-*.pt "$base"-findings.json
+  rm -f "$base"-*.pt "$base"-findings.json "$base"-poisoned-findings.json
   start=$SECONDS
   for run in plain1 plain2; do
     timeout "$STEP_TIMEOUT" "$PY" scripts/real_programs.py --program "$prog" --device "$DEVICE" \
@@ -46,6 +48,11 @@ for prog in decode cudagraphmodule graphed_training; do
     -- "$PY" scripts/real_programs.py --program "$prog" --device "$DEVICE" --out "$base-sanitized.pt" \
     >"$base-sanitized.log" 2>&1
   echo "exit $?" >>"$base-sanitized.log"
+  timeout "$STEP_TIMEOUT" "$PY" -m graphlint sanitize --poison --mode error "${extra[@]}" \
+    --report "$base-poisoned-findings.json" \
+    -- "$PY" scripts/real_programs.py --program "$prog" --device "$DEVICE" --out "$base-poisoned.pt" \
+    >"$base-poisoned.log" 2>&1
+  echo "exit $?" >>"$base-poisoned.log"
   say "== $prog ($((SECONDS - start)) s)"
   "$PY" - "$OUTDIR" "$prog" <<'EOF' 2>&1 | tee -a "$SUMMARY"
 import json, re, sys
@@ -92,13 +99,18 @@ def compare(a, b):
     return "; ".join(differ)
 
 
-status = {run: exit_status(run) for run in ("plain1", "plain2", "sanitized")}
+status = {run: exit_status(run) for run in ("plain1", "plain2", "sanitized", "poisoned")}
 plain1, plain2, sanitized = load("plain1"), load("plain2"), load("sanitized")
 determinism = compare(plain1, plain2)
 unchanged = compare(plain1, sanitized)
+poison_unchanged = compare(plain1, load("poisoned"))
 print(f"exit status: {status}")
 print(f"plain1 vs plain2 (determinism): {determinism or 'bit-identical'}")
 print(f"plain1 vs sanitized (sanitizer changes nothing): {unchanged or 'bit-identical'}")
+print(f"plain1 vs --poison (a clean program computes the same): {poison_unchanged or 'bit-identical'}")
+for line in (out / f"{prog}-poisoned.log").read_text(errors="replace").splitlines():
+    if line.startswith(("  --poison:", "  stale, restored", "  refused: --poison")):
+        print(f"poison: {line.strip()}")
 log = (out / f"{prog}-sanitized.log").read_text(errors="replace").splitlines()
 for line in log:
     if line.startswith("graphlint sanitize") or line.startswith("  refused:"):
@@ -113,6 +125,11 @@ else:
     for f in findings:
         print(f"  {f['path']}:{f['line']}: {f['code']} [{f['name']}] ({f['severity']}) {f['message']}")
     real = [f for f in findings if f["severity"] != "info"]
+poisoned_report = out / f"{prog}-poisoned-findings.json"
+poisoned_findings = json.loads(poisoned_report.read_text()) if poisoned_report.exists() else None
+for f in poisoned_findings or []:
+    if f["severity"] != "info":
+        print(f"  --poison: {f['path']}:{f['line']}: {f['code']} {f['message']}")
 problems = []
 if any(s != 0 for s in status.values()):
     problems.append("a run failed")
@@ -120,6 +137,14 @@ if determinism:
     problems.append("not deterministic")
 if unchanged:
     problems.append("sanitized output differs")
+if poison_unchanged:
+    problems.append("--poison output differs")
+if poisoned_findings is None:
+    problems.append("no --poison findings report")
+elif any(f["severity"] != "info" for f in poisoned_findings):
+    problems.append("--poison reported non-informational findings")
+elif any("--poison" in f["message"] and f["code"] == "GL500" for f in poisoned_findings):
+    problems.append("--poison stopped")
 if findings is None:
     problems.append("no findings report")
 elif real:

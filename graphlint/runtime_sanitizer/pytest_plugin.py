@@ -65,6 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --graphlint-sanitize=error, run the tests even when the sanitizer cannot (no CUDA device, "
         "untested versions); the report still says so (GL500)",
     )
+    group.addoption(
+        "--graphlint-poison",
+        action="store_true",
+        help="with --graphlint-sanitize: fill refilled static inputs with NaN after each replay and name the "
+        "first output read the NaN reached (GL511); a buggy test's results change on purpose",
+    )
     group.addoption("--graphlint-report", default=None, metavar="FILE", help="write the sanitizer's findings as JSON")
     parser.addini("graphlint_sanitize_ignore", "codes the sanitizer does not report", type="args", default=[])
 
@@ -99,7 +105,12 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if state.reason:
         return f"graphlint sanitizer: inactive ({state.reason}); tests run unchanged"
     untested = f" on untested versions ({state.untested})" if state.untested else ""
-    return f"graphlint sanitizer: active{untested}, mode {config.getoption('graphlint_sanitize')}"
+    poison = (
+        ", --graphlint-poison (results of stale reads change on purpose)"
+        if config.getoption("graphlint_poison")
+        else ""
+    )
+    return f"graphlint sanitizer: active{untested}, mode {config.getoption('graphlint_sanitize')}{poison}"
 
 
 def _ignored(item: pytest.Item) -> set[str]:
@@ -116,7 +127,7 @@ def pytest_runtest_call(item: pytest.Item):
         return
     from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
-    guard = ReplayGuard()
+    guard = ReplayGuard(poison=item.config.getoption("graphlint_poison"))
     guard.findings = item.stash.setdefault(_KEY, [])  # the same list the fixture hands the test
     guard.install()
     try:

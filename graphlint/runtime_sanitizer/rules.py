@@ -326,3 +326,48 @@ SHARED_POOL_REPLAY_ORDER = declare(
         """,
     )
 )
+
+STALE_MEMORY_REACHED_OUTPUT = declare(
+    Rule(
+        code="GL511",
+        name="stale-memory-reached-output",
+        severity="error",
+        summary=(
+            "`--poison` only: a replay read static-input memory that nothing had written since the previous "
+            "replay, `--poison` had filled it with NaN, and the NaN reached a replay output the program read: "
+            "the output, the replay, the capture line and the stale input are named, at the reading line."
+        ),
+        why=(
+            "A graph reads its static inputs at fixed addresses. A program that refills only part of one (the "
+            "live rows of a padded batch, the prefill half of a position buffer) leaves the rest holding the "
+            "previous step's values, and the replay computes plausible numbers from them: no error, only "
+            "wrong results. `--poison` fills every refilled input with NaN after each replay, so what the next "
+            "refill misses is NaN when the graph reads it; eager code that reads a poisoned input gets its "
+            "old values back first, and padding rows the program slices off are never read, so a clean "
+            "program computes what it always did. Padding masked by multiplying with zeros is reported too "
+            "(NaN times 0 is NaN): that result holds only while the stale values happen to be finite; select "
+            "with `where`, `masked_fill` or a slice instead. Integer inputs are restored before the replay (a "
+            "poisoned index faults the device) and counted in the summary, not judged."
+        ),
+        example="""
+            g = torch.cuda.CUDAGraph()
+            static_x = torch.zeros(8, 16, device="cuda")
+            with torch.cuda.graph(g):
+                static_y = static_x.sum(dim=1)
+            for x in batches:                     # 8 rows, then 5
+                static_x[: len(x)].copy_(x)       # rows 5..7 keep the last batch's values
+                g.replay()
+                total = static_y.sum().item()     # sums all 8 rows: 3 of them stale
+        """,
+        use_instead="""
+            g = torch.cuda.CUDAGraph()
+            static_x = torch.zeros(8, 16, device="cuda")
+            with torch.cuda.graph(g):
+                static_y = static_x.sum(dim=1)
+            for x in batches:
+                static_x[: len(x)].copy_(x)
+                g.replay()
+                total = static_y[: len(x)].sum().item()  # only the live rows
+        """,
+    )
+)

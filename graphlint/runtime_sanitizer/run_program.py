@@ -126,10 +126,12 @@ def hook_blocked(arguments: list[str]) -> str:
     return ""
 
 
-def run(command: list[str], graph_dir: str | None = None) -> RunOutcome:
+def run(command: list[str], graph_dir: str | None = None, poison: bool = False) -> RunOutcome:
     """Run the program in a child interpreter under the sanitizer; wait for it.
 
-    With ``graph_dir``, each graph the sanitizer analyses is drawn there (SVG and HTML)."""
+    With ``graph_dir``, each graph the sanitizer analyses is drawn there (SVG and HTML). With
+    ``poison``, refilled static inputs are poisoned after each replay (GL511): a program that
+    reads stale memory computes NaN where it did not before, on purpose."""
     argv = child_command(command)
     blocked = hook_blocked(argv[1:]) if argv[0] == sys.executable or _is_interpreter(command[0]) else ""
     with tempfile.TemporaryDirectory(prefix="graphlint-sanitize-") as folder:
@@ -144,6 +146,8 @@ def run(command: list[str], graph_dir: str | None = None) -> RunOutcome:
         )
         if graph_dir:
             env["GRAPHLINT_SANITIZE_GRAPH_DIR"] = str(Path(graph_dir).resolve())
+        if poison:
+            env["GRAPHLINT_SANITIZE_POISON"] = "1"
         status = _exit_status(_wait_forwarding_signals(argv, env))
         if blocked:
             return RunOutcome(status, reason=f"the start-up hook could not run: {blocked}")

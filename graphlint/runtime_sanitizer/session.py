@@ -48,7 +48,8 @@ class _Session:
                     from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
                     graph_dir = os.environ.pop("GRAPHLINT_SANITIZE_GRAPH_DIR", None)
-                    self.guard = ReplayGuard(graph_dir=graph_dir).install()
+                    poison = os.environ.pop("GRAPHLINT_SANITIZE_POISON", "") == "1"
+                    self.guard = ReplayGuard(graph_dir=graph_dir, poison=poison).install()
         except Exception as error:  # the program still runs; the report says the sanitizer did not
             self.guard = None
             self.reason = f"the sanitizer could not start: {type(error).__name__}: {error}"

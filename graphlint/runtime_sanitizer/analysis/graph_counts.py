@@ -12,20 +12,45 @@ class GraphCounts:
     seen: int = 0
     analysed: int = 0
     refused: list[tuple[str, str]] = field(default_factory=list)  # (graph, why it was not analysed)
+    poisoned_replays: int | None = None  # with --poison: replays that ran after a poisoning (None: off)
+    stale_integers: list[str] = field(default_factory=list)  # --poison: integer inputs read stale, restored
 
     def add(self, other: GraphCounts) -> None:
         self.seen += other.seen
         self.analysed += other.analysed
         self.refused.extend(other.refused)
+        if other.poisoned_replays is not None:
+            self.poisoned_replays = (self.poisoned_replays or 0) + other.poisoned_replays
+        self.stale_integers.extend(other.stale_integers)
 
     def summary(self) -> str:
         """``3 graphs seen, 2 analysed, 1 refused``, with each refusal's reason."""
         text = f"{self.seen} graph{'s' if self.seen != 1 else ''} seen, {self.analysed} analysed, {len(self.refused)} refused"
-        return text + "".join(f"\n  refused: {graph}: {why}" for graph, why in self.refused)
+        text += "".join(f"\n  refused: {graph}: {why}" for graph, why in self.refused)
+        if self.poisoned_replays is not None:
+            text += (
+                f"\n  --poison: {self.poisoned_replays} replay{'s' if self.poisoned_replays != 1 else ''} followed "
+                "a poisoning of refilled inputs (a buggy program's results change on purpose)"
+            )
+            text += "".join(f"\n  stale, restored, not judged: {what}" for what in self.stale_integers)
+        return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seen": self.seen, "analysed": self.analysed, "refused": [list(r) for r in self.refused]}
+        data: dict[str, Any] = {
+            "seen": self.seen,
+            "analysed": self.analysed,
+            "refused": [list(r) for r in self.refused],
+        }
+        if self.poisoned_replays is not None:
+            data.update(poisoned_replays=self.poisoned_replays, stale_integers=list(self.stale_integers))
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GraphCounts:
-        return cls(data.get("seen", 0), data.get("analysed", 0), [tuple(r) for r in data.get("refused", [])])
+        return cls(
+            data.get("seen", 0),
+            data.get("analysed", 0),
+            [tuple(r) for r in data.get("refused", [])],
+            data.get("poisoned_replays"),
+            list(data.get("stale_integers", [])),
+        )

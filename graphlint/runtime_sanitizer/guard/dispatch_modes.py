@@ -16,6 +16,10 @@ class HandleChecks(Protocol):
 
     def _note_new(self, tensor: Any) -> None: ...
 
+    def _before_op(self, func: Any, tensors: list[Any]) -> None: ...
+
+    def _after_op(self, func: Any, tensors: list[Any], results: list[Any]) -> None: ...
+
 
 def _dispatch_mode_base():
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -65,7 +69,8 @@ class CaptureRecorder(_dispatch_mode_base()):  # type: ignore[misc]  # torch is 
 
 
 class HandleWatch(_dispatch_mode_base()):  # type: ignore[misc]  # (as above)
-    """Outside captures: reads of stale handles, and new aliases of graph outputs."""
+    """Outside captures: reads of stale handles, new aliases of graph outputs, and (`--poison`)
+    reads of poisoned memory."""
 
     def __init__(self, guard: HandleChecks) -> None:
         super().__init__()
@@ -73,9 +78,13 @@ class HandleWatch(_dispatch_mode_base()):  # type: ignore[misc]  # (as above)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        for tensor in tensors_in(args) + tensors_in(kwargs):
+        inputs = tensors_in(args) + tensors_in(kwargs)
+        for tensor in inputs:
             self.guard._check_read(tensor)
+        self.guard._before_op(func, inputs)
         out = func(*args, **kwargs)
-        for tensor in tensors_in(out):
+        results = tensors_in(out)
+        for tensor in results:
             self.guard._note_new(tensor)
+        self.guard._after_op(func, inputs, results)
         return out

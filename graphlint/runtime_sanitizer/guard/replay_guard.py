@@ -23,6 +23,9 @@ a dispatch mode gives each new tensor that aliases a graph's output memory (a vi
   its sample arguments (GL501 unstable capture, GL505 baked host values, GL504 unordered
   accesses, GL508 pool memory), with every parameter, buffer and the RNG state restored
   afterwards, then graphed as usual.
+- GL511 (`poison=True`, `guard/poison.py`): refilled static inputs are filled with NaN after
+  each replay, and the first eager read of a replay output that the poison reached is named.
+  This changes what a buggy program computes, on purpose; a clean one computes what it did.
 - Findings of the parameterized launcher (GL502, GL507) made while a guard is installed are
   collected with the guard's own (`publish`).
 
@@ -58,12 +61,16 @@ from graphlint.runtime_sanitizer.guard.graph_state import (
     torch_equal,
 )
 from graphlint.runtime_sanitizer.guard.installed import INSTALLED, sanitizer_internal
+from graphlint.runtime_sanitizer.guard.poison import PoisonWatch
 from graphlint.runtime_sanitizer.guard.pool_watch import PoolWatch
-from graphlint.runtime_sanitizer.guard.sites import UNKNOWN_SITE, innermost_user_frame, located, user_site
+from graphlint.runtime_sanitizer.guard.sites import UNKNOWN_SITE, innermost_user_frame, located, user_frame, user_site
+from graphlint.runtime_sanitizer.guard.tensor_names import frame_names
 from graphlint.runtime_sanitizer.rules import (
     GRAPHED_GRAD_ALIAS,
     REPLAY_ON_UNCHANGED_INPUTS,
+    SANITIZER_INACTIVE,
     SHARED_POOL_REPLAY_ORDER,
+    STALE_MEMORY_REACHED_OUTPUT,
     STALE_OUTPUT_READ,
 )
 
@@ -73,7 +80,7 @@ class StaleOutputRead(RuntimeError):
 
 
 class ReplayGuard:
-    def __init__(self, mode: str = "warn", graph_dir: str | None = None) -> None:
+    def __init__(self, mode: str = "warn", graph_dir: str | None = None, poison: bool = False) -> None:
         if mode not in ("warn", "raise"):
             raise ValueError("mode must be 'warn' or 'raise'")
         self.mode = mode
@@ -91,6 +98,12 @@ class ReplayGuard:
         self._backward_sites: list[tuple[str, int]] = []  # the user lines of the backward() calls running
         self._pools = PoolWatch()  # GL510: graphs sharing a memory pool
         self._managed = 0  # >0 while torch.cuda.graph enters or exits (its capture_begin/end are its own)
+        # GL511: changes a buggy program's results on purpose
+        self.poison = PoisonWatch(report=self._report_stale_memory) if poison else None
+        self._stale: dict[int, list[str]] = {}  # graph id -> what its running replay reads poisoned
+        if self.poison is not None:
+            self.graphs.poisoned_replays = 0
+            self.graphs.stale_integers = self.poison.stale_integers
 
     # -- install / uninstall -------------------------------------------------------------
     def install(self) -> ReplayGuard:
@@ -121,11 +134,13 @@ class ReplayGuard:
         @functools.wraps(original_replay)
         def replay(graph, *args, **kwargs):
             guard._before_replay(graph)
-            return original_replay(graph, *args, **kwargs)
+            result = original_replay(graph, *args, **kwargs)
+            guard._after_replay(graph)
+            return result
 
         # Patching torch is the guard's job; uninstall() puts every original back.
         graph_cls.__enter__, graph_cls.__exit__ = enter, exit_  # type: ignore[method-assign]
-        torch.cuda.CUDAGraph.replay = replay  # type: ignore[method-assign]
+        torch.cuda.CUDAGraph.replay = replay  # type: ignore[method-assign,assignment]
         self._wrap_raw_capture(torch)
         self._pools.install(torch)
         self._saved["graphed"] = (torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables)
@@ -145,6 +160,8 @@ class ReplayGuard:
 
         torch.cuda.make_graphed_callables = torch.cuda.graphs.make_graphed_callables = make_graphed_callables
         self._wrap_backward(torch)
+        if self.poison is not None:
+            self.poison.install(torch)
         self._outer = HandleWatch(self)
         self._outer.__enter__()
         INSTALLED.append(self)
@@ -165,6 +182,8 @@ class ReplayGuard:
             torch.cuda.CUDAGraph.replay = self._saved["replay"]  # type: ignore[method-assign]
             torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.capture_end = self._saved["raw"]  # type: ignore[method-assign]
             self._pools.uninstall()
+            if self.poison is not None:
+                self.poison.uninstall(torch)
             torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self._saved["backward"]  # type: ignore[method-assign]
             self._saved = {}
 
@@ -305,6 +324,11 @@ class ReplayGuard:
         state.outputs = [(weakref.ref(t), KeptWatch()) for t in made.values()]
         self._graphs[id(graph)] = state
         self._pools.captured(graph, label, inputs, made_ranges)
+        if self.poison is not None:
+            with self._poisoning("a capture", site):
+                live = [ref() for ref, _ in inputs]
+                names = frame_names(user_frame())
+                self.poison.captured(id(graph), live, list(made.values()), recorder.written, names)
         if ordering is not None:
             self.graphs.seen += 1
             self._check_ordering(ctx, ordering, label, site)
@@ -340,6 +364,46 @@ class ReplayGuard:
         if live and not state.unchanged_reported and not state.updates_inputs:
             self._check_unchanged(state, live)
         state.inputs = [(weakref.ref(t), t._version) for t, _ in live]
+        if self.poison is not None:
+            with self._guard_work(), self._poisoning("a replay", state.site):
+                self._stale[id(graph)] = self.poison.before_replay(id(graph))
+
+    def _after_replay(self, graph: Any) -> None:
+        """GL511: behind the replay, mark its outputs if it read poison and poison its refilled inputs."""
+        state = self._graphs.get(id(graph))
+        if self.poison is None or state is None:
+            return
+        poison = self.poison
+        with self._guard_work(), self._poisoning("a replay", state.site):
+            poison.after_replay(id(graph), state.label, state.replays, user_site(), self._stale.pop(id(graph), []))
+        self.graphs.poisoned_replays = poison.poisoned_replays
+
+    @contextlib.contextmanager
+    def _poisoning(self, during: str, site: tuple[str, int] | None = None) -> Iterator[None]:
+        """--poison must never break the program: on any error it gives every poisoned input its
+        values back, stops, and says so (GL500), and the run goes on sanitized as without it."""
+        try:
+            yield
+        except Exception as error:
+            poison, self.poison = self.poison, None
+            if poison is not None:
+                with contextlib.suppress(Exception):
+                    poison.give_back()
+                poison.uninstall(sys.modules["torch"])
+            reason = f"stopped during {during}: {type(error).__name__}: {error}"
+            self.graphs.refused.append(("--poison", reason))
+            message = f"--poison {reason}; every poisoned input got its values back and the run went on without it"
+            self.findings.append(rule_finding(SANITIZER_INACTIVE, message, site or user_site()))
+
+    @contextlib.contextmanager
+    def _guard_work(self) -> Iterator[None]:
+        """The guard's own tensor work (copies, comparisons, poison) with its dispatch mode out of
+        the way: none of it is a read or a write of the program's."""
+        self._outer.__exit__(None, None, None)
+        try:
+            yield
+        finally:
+            self._outer.__enter__()
 
     def _check_pool_order(self, graph: Any, state: GraphState) -> None:
         """GL510: this replay breaks the capture order of graphs sharing its pool, or runs at
@@ -358,14 +422,11 @@ class ReplayGuard:
         if state.replays < 2 or any(t._version != v for t, v in live):
             state.baseline = None
             return
-        self._outer.__exit__(None, None, None)  # the guard's own copies and comparisons are not reads
-        try:
+        with self._guard_work():
             if state.baseline is None:
                 state.baseline = content_baseline([t for t, _ in live])
                 return
             same = all(torch_equal(copy, tensor) for tensor, copy in state.baseline)
-        finally:
-            self._outer.__enter__()
         state.baseline = None
         state.unchanged_reported = True  # written behind the counters, or reported: judged once either way
         if same:
@@ -417,6 +478,20 @@ class ReplayGuard:
         for name, p in params:  # their stale reads, at this replay and every later one, are GL509: not GL503
             if name in state.grad_aliased and p.grad is not None:
                 self._handles.pop(id(p.grad), None)
+
+    # -- poison (GL511), for each eager operator ----------------------------------------
+    def _before_op(self, func: Any, tensors: list[Any]) -> None:
+        if self.poison is not None and not self._capturing and not self._internal:
+            with self._poisoning("an eager operator"):
+                self.poison.before_op(func, tensors)
+
+    def _after_op(self, func: Any, tensors: list[Any], results: list[Any]) -> None:
+        if self.poison is not None and not self._capturing and not self._internal:
+            with self._poisoning("an eager operator"):
+                self.poison.after_op(func, tensors, results)
+
+    def _report_stale_memory(self, message: str) -> None:
+        self._report(STALE_MEMORY_REACHED_OUTPUT, message)
 
     # -- handles -------------------------------------------------------------------------
     def _note_new(self, tensor: Any) -> None:

@@ -42,15 +42,21 @@ def is_library(filename: str) -> bool:
     return path.startswith(tuple(stdlib)) and not installed
 
 
-def innermost_user_frame() -> tuple[str, int] | None:
+def user_frame() -> FrameType | None:
     """The innermost frame of this thread outside torch and graphlint (None if there is none,
     as on autograd's engine threads)."""
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if not is_library(frame.f_code.co_filename):
-            return frame.f_code.co_filename, frame.f_lineno or 1
+            return frame
         frame = frame.f_back
     return None
+
+
+def innermost_user_frame() -> tuple[str, int] | None:
+    """The (path, line) of `user_frame()`."""
+    frame = user_frame()
+    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno or 1)
 
 
 def user_site() -> tuple[str, int]:

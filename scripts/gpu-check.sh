@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One whole GPU pass (../shared/gpu/README.md): install the carried wheels, run the `cuda`
 # tests, record snapshots. Usage: bash scripts/gpu-check.sh OUTDIR
+# .whl/ also needs tensordict's wheel for scripts/real_programs.py's cudagraphmodule, here:
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
+#     --platform manylinux_2_17_x86_64 -d .whl tensordict==0.14.0 cloudpickle orjson pyvers
 set -o pipefail
 OUT=${1:?usage: gpu-check.sh OUTDIR}
 mkdir -p "$OUT"

@@ -7,6 +7,13 @@ import ast
 from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.flows.replay.kept_state import (
+    ClassBuffers,
+    bare_beside_copies,
+    class_buffers,
+    kept_buffers,
+    replays,
+)
 from graphlint.checkers.machinery.flows.replay.replay_flow import (
     TREE_SUFFIX,
     KeptOutputRead,
@@ -27,7 +34,8 @@ RULE = declare(
             "A tensor bound in a capture (a static output), or the output of a graphed callable "
             "or of a function that replays and returns one, kept without `.clone()` (in another "
             "name, a container, an attribute, or yielded from a replay loop) and read after a "
-            "later replay or call."
+            "later replay or call; or a buffer the class writes in place, passed by reference into "
+            "the state object a replaying method returns while its siblings there are copied."
         ),
         why=(
             "Every replay writes its outputs into the same memory. A kept reference is not a "
@@ -104,6 +112,36 @@ class StaticOutputAliased(Detector):
             "that calls the runner again: every element ends up holding the last call's values"
         )
         reporter.report(RULE, event.span, message, clone_fix_at(event.span))
+
+
+class StaticBufferKeptInState(Detector):
+    """A state object built after a replay that copies some of a graph's buffers and passes one
+    bare (`kept_state`): the caller keeps it across calls, and the next call writes it."""
+
+    rule = RULE
+
+    def __init__(self) -> None:
+        self._classes: dict[tuple[str, str], ClassBuffers] = {}
+
+    def on_Call(self, w: FunctionWalker, call: ast.Call, name: str | None) -> None:
+        if len(call.keywords) + len(call.args) < 2 or w.class_qualname is None:
+            return
+        candidates = bare_beside_copies(call)
+        cls = w.st.class_nodes.get(w.class_qualname) if candidates else None
+        if cls is None or not replays(w.node):
+            return
+        key = (w.st.module, w.class_qualname)
+        if key not in self._classes:
+            self._classes = {key: class_buffers(cls)}  # one class at a time: walkers go class by class
+        buffers = self._classes[key]
+        for buffer in kept_buffers(candidates, buffers) if buffers.captures else []:
+            message = (
+                f"`{buffer.text}` is passed by reference into the object this replaying method builds, next to "
+                f"a copy of `{buffer.copied_sibling}`: it is a buffer this class writes in place (line "
+                f"{buffer.written_line}), so a caller that keeps the object sees it change under the next call's "
+                "refill or replay"
+            )
+            w.hazard(RULE.code, buffer.node, message, fix=clone_fix(w, buffer.node), always=True)
 
 
 def _kept_output(w: FunctionWalker, node: ast.AST, message: str) -> None:

@@ -78,3 +78,44 @@ def test_the_rule_page_example_fires_and_its_use_instead_does_not(tmp_path: Path
     assert done.returncode == 0, done.stderr[-3000:]
     codes = [f["code"] for f in json.loads(report.read_text()) if f["severity"] != "info"]
     assert codes == expected, done.stderr[-3000:]
+
+
+PLUGIN_SUITE = """
+import torch
+
+BATCHES = (8, 8, 8, 5, 8)
+
+
+def _padded(read_all):
+    g = torch.cuda.CUDAGraph()
+    static_x = torch.zeros(8, 16, device="cuda")
+    with torch.cuda.graph(g):
+        static_y = static_x.sum(dim=1)
+    totals = []
+    for n in BATCHES:
+        static_x[:n].copy_(torch.randn(n, 16, device="cuda"))
+        g.replay()
+        totals.append((static_y if read_all else static_y[:n]).sum().item())
+    return totals
+
+
+def test_stale_padding_read():
+    _padded(read_all=True)
+
+
+def test_live_rows_only():
+    _padded(read_all=False)
+"""
+
+
+def test_pytest_plugin_poison_fails_the_stale_test_only(pytester) -> None:
+    from conftest import plugin_args
+
+    pytester.makepyfile(test_padded=PLUGIN_SUITE)
+    args = ("--graphlint-sanitize=error", "--graphlint-poison", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*plugin_args(), *args)
+    text = result.stdout.str()
+    print(text[-4000:])
+    result.assert_outcomes(passed=1, failed=1)
+    assert "--graphlint-poison" in text and "test_stale_padding_read: GL511" in text
+    assert "FAILED test_padded.py::test_stale_padding_read" in text

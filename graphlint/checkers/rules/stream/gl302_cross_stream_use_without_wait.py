@@ -22,7 +22,9 @@ nothing another arm wrote (TransformerEngine 611d876e), nor a use whose branch t
 contradict its own (apex 705aa35d); no helper handed a stream. And a tensor attribute one
 method writes in a side stream's block and never orders back, returned by a getter of the
 class that waits for nothing (apex be4c41c2: a gradient norm read for clipping while its
-reduction still ran), from `attribute_escapes`.
+reduction still ran), from `attribute_escapes`. And `torch.cuda.current_stream()` bound into
+a `functools.partial` that the function hands on to run later (TransformerEngine 23a3f543's
+delayed wgrad GEMM), from `deferred_stream`.
 In preview: the other cross-stream uses, which on real code are mostly ordered elsewhere.
 """
 
@@ -31,8 +33,10 @@ from __future__ import annotations
 import ast
 
 from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.machinery.flows.stream.attribute_escapes import SideAttributeReturned
+from graphlint.checkers.machinery.flows.stream.deferred_stream import deferred_stream
 from graphlint.checkers.machinery.flows.stream.stream_flow import (
     MAIN,
     CrossStreamUse,
@@ -80,7 +84,9 @@ RULE = declare(
             "which nothing can wait for, with no device-wide sync around it; or a fork just before a "
             "block (a join just after one) that names another side stream than the block's; or a "
             "tensor attribute written in a side stream's block by a method that orders nothing after "
-            "it, returned by another method of the class (a getter, a property) with no wait."
+            "it, returned by another method of the class (a getter, a property) with no wait; or "
+            "`torch.cuda.current_stream()` bound into a `functools.partial` that is handed on to run "
+            "later, under another stream."
         ),
         why=(
             "Streams run concurrently: the consumer can read the tensor before the producer has "
@@ -189,6 +195,26 @@ class CrossStreamUseWithoutWait(Detector):
                 "does not: the block can read what the current stream has not written yet"
             )
         w.hazard(RULE.code, event.node, f"{what} (did you mean `{block}`?)", always=True)
+
+
+class StreamFrozenInDeferredCall(Detector):
+    """`functools.partial(..., stream=torch.cuda.current_stream())` handed on to run later
+    (`deferred_stream`): the stream is the one current when it was made."""
+
+    rule = RULE
+
+    def on_Assign(self, w: FunctionWalker, stmt: ast.Assign) -> None:
+        found = deferred_stream(stmt, w.node)
+        if found is None:
+            return
+        w.hazard(
+            RULE.code,
+            found.stream,
+            f"`{source_text(found.stream)}` is read when `{found.name}` is made, not when it runs: `{found.name}` "
+            f"is handed on (line {found.escape_line}) to run later, under whatever stream is current then, while its "
+            "kernels launch on this one, which nothing orders with it (read the stream inside the function it calls)",
+            always=True,
+        )
 
 
 def _current_stream_fix(w: FunctionWalker, default: ast.Call) -> Fix | None:

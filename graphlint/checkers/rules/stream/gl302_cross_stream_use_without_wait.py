@@ -71,7 +71,7 @@ RULE = declare(
             "few, and each one the history benchmark met was a bug its maintainers fixed "
             "(benchmarks/recall/bugfix_pairs.toml: DeepSpeed be60451f, Megatron-LM 3548385a, "
             "9bc05526, de56227b, ae670762 and 7eed06b0, apex a5d51c01, 05dd9c69 and 705aa35d, "
-            "TransformerEngine 039fcd1f, 611d876e and 86ade9ea, ColossalAI cd736c81 and d86ddd9b)."
+            "TransformerEngine 039fcd1f, 611d876e, 86ade9ea and 23a3f543, ColossalAI cd736c81 and d86ddd9b)."
         ),
         name="cross-stream-use-without-wait",
         summary=(

@@ -11,6 +11,7 @@ from graphlint.checkers.machinery.flows.replay.kept_state import (
     ClassBuffers,
     bare_beside_copies,
     class_buffers,
+    copies_something,
     kept_buffers,
     replays,
 )
@@ -124,8 +125,8 @@ class StaticBufferKeptInState(Detector):
         self._classes: dict[tuple[str, str], ClassBuffers] = {}
 
     def on_Call(self, w: FunctionWalker, call: ast.Call, name: str | None) -> None:
-        if len(call.keywords) + len(call.args) < 2 or w.class_qualname is None:
-            return
+        if w.class_qualname is None or len(call.keywords) + len(call.args) < 2 or not copies_something(call):
+            return  # every call asks: the cheap tests first
         candidates = bare_beside_copies(call)
         cls = w.st.class_nodes.get(w.class_qualname) if candidates else None
         if cls is None or not replays(w.node):

@@ -70,6 +70,17 @@ def replays(function: ast.AST) -> bool:
     )
 
 
+def copies_something(call: ast.Call) -> bool:
+    """Is an argument a call named like a copy (`x.clone()`, `clone_states(x)`, `x.copy()`)?"""
+    for value in (*(keyword.value for keyword in call.keywords), *call.args):
+        if isinstance(value, ast.Call):
+            func = value.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if "clone" in name or name == "copy":
+                return True
+    return False
+
+
 def bare_beside_copies(call: ast.Call) -> list[tuple[ast.expr, str, str]]:
     """(argument, its chain, a copied sibling) for each bare `self.a.b` argument of ``call`` whose
     object has another attribute copied in the same call: syntax only, so it is cheap to ask first."""

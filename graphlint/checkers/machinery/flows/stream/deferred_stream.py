@@ -40,8 +40,12 @@ def deferred_stream(stmt: ast.Assign, function: ast.AST) -> DeferredStream | Non
 
 
 def _is_partial(value: ast.expr) -> bool:
-    parts = (dotted_parts(value.func) if isinstance(value, ast.Call) else None) or []
-    return parts in (["partial"], ["functools", "partial"])
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func  # every assignment asks: the cheap tests first
+    if isinstance(func, ast.Name):
+        return func.id == "partial"
+    return isinstance(func, ast.Attribute) and func.attr == "partial" and dotted_parts(func) == ["functools", "partial"]
 
 
 def _is_current_stream(value: ast.expr) -> bool:

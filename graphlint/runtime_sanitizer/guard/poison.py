@@ -84,7 +84,7 @@ class _Taint:
     replay: int
     replay_site: tuple[str, int]
     stale: list[str]  # "4 of 8 elements of `static_x` (float32, shape (8,))"
-    graph_id: int = 0
+    graph_id: int
 
 
 @dataclass
@@ -191,7 +191,7 @@ class PoisonWatch:
         where they hold NaN; a move to the host with NaN in it is GL511."""
         if not self._marked or getattr(func, "_opname", "") not in _MOVES:
             return
-        marks = [self._live_mark(_storage(t)) for t in tensors if _real(t)]
+        marks = [self._live_mark(address) for address in map(_address, tensors) if address is not None]
         mark = next((m for m in marks if m is not None), None)
         if mark is None:
             return
@@ -238,9 +238,9 @@ class PoisonWatch:
     def _read(self, name: str, tensors: list[Any]) -> None:
         targets = tensors[:1] if name in _OVERWRITES else []
         for tensor in tensors:
-            if any(tensor is target for target in targets) or not _real(tensor):
+            address = None if any(tensor is target for target in targets) else _address(tensor)
+            if address is None:
                 continue
-            address = _storage(tensor)
             if address in self._poisoned:
                 self._unpoison(address)
             if name not in _MOVES and address in self._marked:
@@ -365,9 +365,15 @@ def _alive(ref: Any) -> Any:
     return tensor if tensor is not None and _real(tensor) else None
 
 
-def _real(tensor: Any) -> bool:
-    """A tensor with memory behind it (not a meta or fake tensor, whose storage cannot be read)."""
+def _address(tensor: Any) -> int | None:
+    """Its storage's address, if it has memory behind it (not a meta or fake tensor, whose
+    storage cannot be read): asked once per tensor of every eager operator."""
     try:
-        return tensor.device.type != "meta" and _storage(tensor) != 0
+        address = _storage(tensor) if tensor.device.type != "meta" else 0
     except Exception:
-        return False
+        return None
+    return address or None
+
+
+def _real(tensor: Any) -> bool:
+    return _address(tensor) is not None

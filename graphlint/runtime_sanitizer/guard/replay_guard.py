@@ -64,7 +64,7 @@ from graphlint.runtime_sanitizer.guard.installed import INSTALLED, sanitizer_int
 from graphlint.runtime_sanitizer.guard.poison import PoisonWatch
 from graphlint.runtime_sanitizer.guard.pool_watch import PoolWatch
 from graphlint.runtime_sanitizer.guard.sites import UNKNOWN_SITE, innermost_user_frame, located, user_frame, user_site
-from graphlint.runtime_sanitizer.guard.tensor_names import frame_names
+from graphlint.runtime_sanitizer.guard.tensor_names import describe, frame_names
 from graphlint.runtime_sanitizer.rules import (
     GRAPHED_GRAD_ALIAS,
     REPLAY_ON_UNCHANGED_INPUTS,
@@ -266,8 +266,7 @@ class ReplayGuard:
             else list(zip(callables, sample_args, strict=True))
         )
         site = user_site()
-        self._outer.__exit__(None, None, None)  # its own captures are not the program's
-        try:
+        with self._guard_work():  # its own captures are not the program's
             for fn, args in pairs:
                 label = f"callable `{getattr(fn, '__qualname__', type(fn).__name__)}` graphed at {site[0]}:{site[1]}"
                 self.graphs.seen += 1
@@ -279,8 +278,6 @@ class ReplayGuard:
                     continue
                 self.graphs.analysed += 1
                 self.findings.extend(located(f, site) for f in report.findings)
-        finally:
-            self._outer.__enter__()
 
     def _refuse(self, graph: str, reason: str, site: tuple[str, int]) -> None:
         """A graph seen but not analysed: counted, and a GL500 finding so no report reads as clean."""
@@ -450,7 +447,7 @@ class ReplayGuard:
                 if id(container) in state.kept_reported:
                     continue
                 state.kept_reported.add(id(container))
-                output = f"a {str(tensor.dtype).removeprefix('torch.')} tensor of shape {tuple(tensor.shape)}"
+                output = describe(tensor, {})
                 self._report(
                     STALE_OUTPUT_READ,
                     kept_output_message(state.label, output, container, count, state.replays),

@@ -204,7 +204,7 @@ class StreamFrozenInDeferredCall(Detector):
     rule = RULE
 
     def on_Assign(self, w: FunctionWalker, stmt: ast.Assign) -> None:
-        found = deferred_stream(stmt, w.node)
+        found = deferred_stream(w, stmt)
         if found is None:
             return
         w.hazard(

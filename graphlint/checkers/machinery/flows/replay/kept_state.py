@@ -72,13 +72,7 @@ def replays(function: ast.AST) -> bool:
 
 def copies_something(call: ast.Call) -> bool:
     """Is an argument a call named like a copy (`x.clone()`, `clone_states(x)`, `x.copy()`)?"""
-    for value in (*(keyword.value for keyword in call.keywords), *call.args):
-        if isinstance(value, ast.Call):
-            func = value.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if "clone" in name or name == "copy":
-                return True
-    return False
+    return any(_is_copy_name(_called_name(value)) for value in (*(k.value for k in call.keywords), *call.args))
 
 
 def bare_beside_copies(call: ast.Call) -> list[tuple[ast.expr, str, str]]:
@@ -110,18 +104,25 @@ def kept_buffers(candidates: list[tuple[ast.expr, str, str]], buffers: ClassBuff
 def _copied(value: ast.expr) -> str | None:
     """The chain a value copies: `self.a.b.clone()`, `self.a.b.detach().clone()`,
     `clone_states(self.a.b)`, `self.decoder.clone_states(self.a.b)`."""
-    if not isinstance(value, ast.Call):
+    name = _called_name(value)
+    if not isinstance(value, ast.Call) or not _is_copy_name(name):
         return None
-    func = value.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if "clone" not in name and name != "copy":
-        return None
-    if isinstance(func, ast.Attribute) and name in ("clone", "copy"):
-        inner = func.value
+    if isinstance(value.func, ast.Attribute) and name in ("clone", "copy"):
+        inner = value.func.value
         if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr == "detach":
             inner = inner.func.value
         return self_chain(inner)
     return self_chain(value.args[0]) if value.args else None
+
+
+def _called_name(value: ast.expr) -> str:
+    """The last name of what a call calls (`clone` for `x.clone()`); "" for anything else."""
+    func = value.func if isinstance(value, ast.Call) else None
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _is_copy_name(name: str) -> bool:
+    return "clone" in name or name == "copy"
 
 
 def _is_capture(call: ast.Call) -> bool:

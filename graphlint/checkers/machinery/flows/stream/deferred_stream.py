@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from graphlint.checkers.machinery.core.names import dotted_parts
+from graphlint.checkers.machinery.core.tensor_values import PARTIALS
+from graphlint.checkers.machinery.flows.stream.stream_identity import names_current_stream
+
+if TYPE_CHECKING:
+    from graphlint.checkers.machinery.core.module_state import Binder
 
 
 @dataclass
@@ -24,40 +29,27 @@ class DeferredStream:
     escape_line: int  # where it is handed on
 
 
-def deferred_stream(stmt: ast.Assign, function: ast.AST) -> DeferredStream | None:
+def deferred_stream(walker: Binder, stmt: ast.Assign) -> DeferredStream | None:
     """The current stream bound into a partial assigned here, when the function hands the partial
     on (an argument of another call, an element, a stored or returned value)."""
-    if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name) or not _is_partial(stmt.value):
-        return None
     call = stmt.value
-    assert isinstance(call, ast.Call)
-    stream = next((v for v in [*call.args[1:], *(k.value for k in call.keywords)] if _is_current_stream(v)), None)
+    if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name) or not isinstance(call, ast.Call):
+        return None
+    if not call.args or walker.resolve(call.func) not in PARTIALS:  # every assignment asks: cheap tests first
+        return None
+    stream = next((v for v in [*call.args[1:], *(k.value for k in call.keywords)] if _is_current(walker, v)), None)
     if stream is None:
         return None
     name = stmt.targets[0].id
-    line = _escape(function, name)
+    line = _escape(walker.node, name)
     return None if line is None else DeferredStream(stream, name, line)
 
 
-def _is_partial(value: ast.expr) -> bool:
-    if not isinstance(value, ast.Call):
-        return False
-    func = value.func  # every assignment asks: the cheap tests first
-    if isinstance(func, ast.Name):
-        return func.id == "partial"
-    return isinstance(func, ast.Attribute) and func.attr == "partial" and dotted_parts(func) == ["functools", "partial"]
-
-
-def _is_current_stream(value: ast.expr) -> bool:
-    """`current_stream()`, `torch.cuda.current_stream()`, or its `.cuda_stream` handle."""
+def _is_current(walker: Binder, value: ast.expr) -> bool:
+    """The current stream in any spelling, or its `.cuda_stream` handle."""
     if isinstance(value, ast.Attribute) and value.attr == "cuda_stream":
         value = value.value
-    if not isinstance(value, ast.Call):
-        return False
-    func = value.func
-    return (isinstance(func, ast.Attribute) and func.attr == "current_stream") or (
-        isinstance(func, ast.Name) and func.id == "current_stream"
-    )
+    return names_current_stream(walker, value)
 
 
 def _escape(function: ast.AST, name: str) -> int | None:

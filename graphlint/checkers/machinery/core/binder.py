@@ -255,12 +255,11 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         message: str,
         fix: Fix | None = None,
         always: bool = False,
-        needs_region: int | None = None,
-        graph_only: bool = False,
-        host_if: tuple[str, str] | None = None,
+        condition: tuple[str | int, ...] = (),
         preview: bool = False,
     ) -> None:
         """A candidate finding at ``node``; the project phase decides whether it is one.
+        ``condition``: what the rule's detector confirms there (`Hazard`, `Detector.holds`).
         ``preview``: a newer behaviour of a default-set rule, reported only in preview mode."""
         if not self.record or (self.guarded and not always):
             return
@@ -276,9 +275,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
                 self.regions,
                 fix,
                 always,
-                needs_region,
-                graph_only,
-                host_if,
+                condition,
                 preview,
             )
         )

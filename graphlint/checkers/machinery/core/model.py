@@ -54,12 +54,11 @@ class Hazard(Compact):
     """A candidate finding, reported when the code it is in runs in a capture.
 
     ``regions`` are the enclosing region ids (innermost last). ``always`` hazards are
-    findings whatever the reachability (the file phase decided them); ``needs_region``
-    hazards count only when that region turns out to be a capture. ``graph_only`` hazards
-    are hazards of a raw capture only: under torch.compile, Dynamo traces the value and
-    guards on it (`torch.tensor(3, device="cuda")` is a constant, not a stale copy).
-    ``host_if`` (class, attribute): the candidate reads that attribute of an instance of a
-    project class, and is none if the class holds host data there (`host_attributes`).
+    findings whatever the reachability (the file phase decided them). ``condition`` is what
+    the file phase could not decide alone, as plain data for the rule's own detector to
+    confirm in the project phase (`Detector.holds`): a region that must turn out to be a
+    capture, a class attribute that must not hold host data... The machinery passes it on
+    without reading it, so a rule's special case lives in the rule.
     ``preview``: a preview behaviour of its rule, reported only in preview mode.
     """
 
@@ -72,9 +71,7 @@ class Hazard(Compact):
     regions: tuple[int, ...] = ()
     fix: Fix | None = None
     always: bool = False
-    needs_region: int | None = None
-    graph_only: bool = False
-    host_if: tuple[str, str] | None = None
+    condition: tuple[str | int, ...] = ()
     preview: bool = False
 
 

@@ -14,7 +14,6 @@ from graphlint.checkers.machinery.core.call_targets import CallTarget
 from graphlint.checkers.machinery.core.model import COMPILE, Hazard, ModuleSummary
 from graphlint.checkers.machinery.detectors import Hooks, hooks_for, static_codes
 from graphlint.checkers.machinery.flows.replay import runner_trace
-from graphlint.checkers.machinery.host_attributes import holds_host_data
 from graphlint.checkers.machinery.internal_errors import ErrorLog, InternalError
 from graphlint.checkers.machinery.project.call_graph import CallGraph, Reach
 from graphlint.checkers.machinery.project.resolution import Resolver
@@ -111,10 +110,8 @@ class Project(Resolver):
         self, path: str, summary: ModuleSummary, hazard: Hazard, reached: Reach | None, rules: dict
     ) -> Finding | None:
         rule = rules[hazard.code]
-        if hazard.host_if is not None and holds_host_data(self.class_chain(hazard.host_if[0]), hazard.host_if[1]):
-            return None  # `batch.lens_np.max().item()`: the class says the attribute is host data
         if hazard.always:
-            if hazard.needs_region is not None and not self.region_active(summary, hazard.needs_region):
+            if not self.hooks.holds(self, summary, hazard, None):
                 return None
             return self._finding(path, hazard, rule, hazard.message, ())
         region = self.active_region(summary, hazard.regions) if hazard.regions else None
@@ -124,8 +121,8 @@ class Project(Resolver):
             kind, call_path = reached.kind, reached.path
         else:
             return None
-        if kind == COMPILE and hazard.graph_only:
-            return None  # Dynamo traces and guards it: not a value frozen by a raw capture
+        if not self.hooks.holds(self, summary, hazard, kind):
+            return None
         consequence = rule.consequences.get(kind)
         message = f"{hazard.message}: {consequence}" if consequence else hazard.message
         if kind == COMPILE and "torch.compile" not in message:

@@ -6,9 +6,9 @@ import ast
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.binder import FunctionWalker
-from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
-from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.machinery.host_attributes import read_attribute
+from graphlint.checkers.machinery.core.model import COMPILE, GRAPH, Hazard, ModuleSummary
+from graphlint.checkers.machinery.detectors import Detector, ProjectFacts
+from graphlint.checkers.machinery.host_attributes import holds_host_data, read_attribute
 from graphlint.checkers.rules.capture.common import arg_on_device, maybe_device_tensor, method_of, receiver_kind, short
 from graphlint.registry import Rule, declare
 
@@ -67,7 +67,7 @@ class HostSync(Detector):
         if message is None and _is_logging_call(call, name) and _formats_tensor(w, call):
             message = "logging a tensor formats it on the host"
         if message is not None:
-            w.hazard(RULE.code, call, message, host_if=_array_read(w, call))
+            w.hazard(RULE.code, call, message, condition=_array_read(w, call) or ())
 
     def on_JoinedStr(self, w: FunctionWalker, node: ast.JoinedStr) -> None:
         for value in node.values:
@@ -76,6 +76,14 @@ class HostSync(Detector):
                     RULE.code, node, f"formatting tensor `{short(value.value)}` in an f-string reads it on the host"
                 )
                 return
+
+    def holds(self, project: ProjectFacts, summary: ModuleSummary, hazard: Hazard, kind: str | None) -> bool:
+        """`batch.lens_np.max().item()`: no sync when the class (maybe in another file) holds
+        host data in that attribute; the condition names the class and the attribute."""
+        if not hazard.condition:
+            return True
+        owner, attribute = hazard.condition
+        return not holds_host_data(project.class_chain(str(owner)), str(attribute))
 
 
 def _method_sync(w: FunctionWalker, call: ast.Call) -> str | None:

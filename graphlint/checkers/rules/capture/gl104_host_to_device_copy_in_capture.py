@@ -6,8 +6,8 @@ import ast
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.binder import FunctionWalker
-from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
-from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.core.model import COMPILE, GRAPH, Hazard, ModuleSummary
+from graphlint.checkers.machinery.detectors import Detector, ProjectFacts
 from graphlint.checkers.rules.capture.common import method_of, receiver_kind
 from graphlint.registry import Rule, declare
 
@@ -51,6 +51,10 @@ _LEGACY_CUDA_CONSTRUCTORS = frozenset(
 )
 
 
+# The condition of a copy of Python data: a finding in a raw capture only (`holds`).
+_PYTHON_DATA = ("python data",)
+
+
 class HostToDeviceCopy(Detector):
     rule = RULE
 
@@ -59,16 +63,21 @@ class HostToDeviceCopy(Detector):
         if T.is_host_factory(name) and name != "torch.from_numpy" and device is not None:
             if not T.device_is_host(device) and not _converts_a_device_tensor(w, call):
                 message = f"`{name}(...)` copies host data onto the GPU"
-                w.hazard(RULE.code, call, message, graph_only=_python_data(w, call))
+                w.hazard(RULE.code, call, message, condition=_PYTHON_DATA if _python_data(w, call) else ())
         elif name in _LEGACY_CUDA_CONSTRUCTORS and call.args:
             message = f"`{name}(...)` copies host data onto the GPU"
-            w.hazard(RULE.code, call, message, graph_only=_python_data(w, call))
+            w.hazard(RULE.code, call, message, condition=_PYTHON_DATA if _python_data(w, call) else ())
         elif name is None:
             method, _ = method_of(call)
             kind = receiver_kind(w, call)
             if method in ("cuda", "to") and kind is not None and kind.kind == T.HOST:
                 if method == "cuda" or T.call_targets_device(call):
                     w.hazard(RULE.code, call, f"`.{method}()` copies host data onto the GPU")
+
+    def holds(self, project: ProjectFacts, summary: ModuleSummary, hazard: Hazard, kind: str | None) -> bool:
+        """Python data copied in a torch.compile region is no stale copy: Dynamo traces the value
+        and guards on it (`torch.tensor(3, device="cuda")` is a constant). A raw capture freezes it."""
+        return not (kind == COMPILE and hazard.condition == _PYTHON_DATA)
 
 
 def _converts_a_device_tensor(w: FunctionWalker, call: ast.Call) -> bool:

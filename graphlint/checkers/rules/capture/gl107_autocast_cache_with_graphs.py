@@ -6,8 +6,8 @@ import ast
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.binder import FunctionWalker, WithInside
-from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
-from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.core.model import COMPILE, GRAPH, Hazard, ModuleSummary
+from graphlint.checkers.machinery.detectors import Detector, ProjectFacts
 from graphlint.checkers.rules.capture.common import keyword_fix
 from graphlint.registry import Rule, declare
 
@@ -66,7 +66,12 @@ class AutocastCacheWithGraphs(Detector):
             w.hazard(RULE.code, context, message, fix=fix, always=True)
         elif inside.regions:
             message = f"autocast without `cache_enabled=False` around a capture: {_AROUND}"
-            w.hazard(RULE.code, context, message, fix=fix, always=True, needs_region=inside.regions[0])
+            w.hazard(RULE.code, context, message, fix=fix, always=True, condition=(inside.regions[0],))
+
+    def holds(self, project: ProjectFacts, summary: ModuleSummary, hazard: Hazard, kind: str | None) -> bool:
+        """Around a `with` whose target may be a capture wrapper defined in another file: a
+        finding only where the project says that region is a capture."""
+        return not hazard.condition or project.region_active(summary, int(hazard.condition[0]))
 
 
 def _autocast_is_cpu(call: ast.Call) -> bool:

@@ -37,7 +37,7 @@ def test_a_folder_is_searched_for_notebooks_beside_python_files(tmp_path: Path) 
     assert [(f["path"], f["code"]) for f in found] == [("./capture_step.ipynb", "GL101")]
 
 
-def test_a_finding_is_shown_at_its_cell_and_line_in_text_json_and_pylint(tmp_path: Path) -> None:
+def test_a_finding_is_shown_at_its_cell_and_line_in_text_json_pylint_sarif_and_github(tmp_path: Path) -> None:
     """The capture is in cell 6, the `.item()` in a function defined in cell 4: the cells connect."""
     _copy(tmp_path, "capture_step.ipynb")
     text = run_cli("check", "--no-cache", "capture_step.ipynb", cwd=tmp_path)
@@ -49,6 +49,14 @@ def test_a_finding_is_shown_at_its_cell_and_line_in_text_json_and_pylint(tmp_pat
     assert (finding["call_path"][0]["cell"], finding["call_path"][0]["line"]) == (6, 4)
     pylint = run_cli("check", "--no-cache", "--format", "pylint", "capture_step.ipynb", cwd=tmp_path)
     assert pylint.stdout.startswith("capture_step.ipynb:4: [GL101] cell 4: `y.sum().item()`")
+    sarif = run_cli("check", "--no-cache", "--format", "sarif", "capture_step.ipynb", cwd=tmp_path)
+    (result,) = json.loads(sarif.stdout)["runs"][0]["results"]
+    assert result["properties"] == {"notebookCell": 4}
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 4
+    assert result["message"]["text"].startswith("cell 4: ")
+    github = run_cli("check", "--no-cache", "--format", "github", "capture_step.ipynb", cwd=tmp_path)
+    assert github.stdout.startswith("::error file=capture_step.ipynb,line=4,col=13,")
+    assert "::GL101 cell 4: `y.sum().item()`" in github.stdout
 
 
 def test_plain_python_findings_carry_no_cell(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ import json
 import shutil
 from pathlib import Path
 
+from test_partial_runs import run_stdin
+
 from conftest import FIXTURES, check_json, run_cli
 
 NOTEBOOKS = FIXTURES / "notebooks"
@@ -154,3 +156,29 @@ def test_the_cache_follows_a_notebooks_code(tmp_path: Path) -> None:
     document["cells"][3]["source"][3] = "    n = 0\n"  # the sync is gone from the function's cell
     path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     assert json.loads(run_cli("check", *cache, "capture_step.ipynb", cwd=tmp_path).stdout) == []
+
+
+def _notebook(*sources: str) -> str:
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "source": source} for source in sources]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+
+def test_only_ipython_syntax_is_masked(tmp_path: Path) -> None:
+    """A `%` continuing an expression is Python, a `%%bash` cell is not: neither is a GL000."""
+    text = _notebook(
+        "import torch\nmsg = ('%d steps'\n       % 3)\n!ls\nfiles = !ls\ntorch.cuda.graph?",
+        "%%bash\nfor i in 1 2; do echo $i; done",
+        "%%time\nwith torch.cuda.graph(g):\n    y = x.item()",
+    )
+    (tmp_path / "magics.ipynb").write_text(text, encoding="utf-8")
+    found = check_json("magics.ipynb", cwd=tmp_path)
+    assert [(f["code"], f["cell"], f["line"]) for f in found] == [("GL101", 3, 3)]
+
+
+def test_a_notebook_on_stdin_is_checked_and_fix_on_stdin_refuses_it(tmp_path: Path) -> None:
+    source = (NOTEBOOKS / "autocast.ipynb").read_text(encoding="utf-8")
+    checked = run_stdin(source, "-", "--stdin-filename", "autocast.ipynb", cwd=tmp_path)
+    assert checked.stdout.startswith("autocast.ipynb:cell 3:3:6: GL107")
+    fixed = run_stdin(source, "--fix", "-", "--stdin-filename", "autocast.ipynb", cwd=tmp_path)
+    assert fixed.returncode == 2 and fixed.stdout == ""
+    assert "not a notebook" in fixed.stderr and "Traceback" not in fixed.stderr

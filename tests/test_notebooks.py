@@ -12,6 +12,8 @@ from pathlib import Path
 from test_partial_runs import run_stdin
 
 from conftest import FIXTURES, check_json, run_cli
+from graphlint import cli
+from graphlint.notebooks import Notebook
 
 NOTEBOOKS = FIXTURES / "notebooks"
 
@@ -182,3 +184,20 @@ def test_a_notebook_on_stdin_is_checked_and_fix_on_stdin_refuses_it(tmp_path: Pa
     fixed = run_stdin(source, "--fix", "-", "--stdin-filename", "autocast.ipynb", cwd=tmp_path)
     assert fixed.returncode == 2 and fixed.stdout == ""
     assert "not a notebook" in fixed.stderr and "Traceback" not in fixed.stderr
+
+
+def test_fix_keeps_an_edit_saved_in_jupyter_during_the_run(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The notebook is saved again between graphlint's read and its write: the user's save wins."""
+    path = _copy(tmp_path, "autocast.ipynb") / "autocast.ipynb"
+    users_save = path.read_text(encoding="utf-8").replace('"execution_count": 1', '"execution_count": 7')
+    real = Notebook.rewritten
+
+    def saved_meanwhile(self: Notebook, fixed: str) -> bytes:
+        path.write_text(users_save, encoding="utf-8")
+        return real(self, fixed)
+
+    monkeypatch.setattr(Notebook, "rewritten", saved_meanwhile)
+    monkeypatch.chdir(tmp_path)
+    cli.main(["check", "--no-cache", "--fix", "autocast.ipynb"])
+    assert path.read_text(encoding="utf-8") == users_save
+    assert "not writing autocast.ipynb: the file changed since it was read" in capsys.readouterr().err

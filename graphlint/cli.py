@@ -476,8 +476,9 @@ def _captures(args: argparse.Namespace) -> int:
     options = CheckOptions(
         jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args), follow_values=args.follow_values
     )
-    _, project = load_project(args.paths, resolver_from_args(args), options)
-    sys.stdout.write(render_captures(capture_report(project), args.format))
+    notebooks: dict[str, Notebook] = {}
+    _, project = load_project(args.paths, resolver_from_args(args), options, notebooks)
+    sys.stdout.write(render_captures(capture_report(project), args.format, notebooks))
     return EXIT_OK
 
 

@@ -231,12 +231,15 @@ def _project(
     return Project(analysable, entry_points, codes, follow_values)
 
 
-def load_project(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> tuple[list[SourceFile], Project]:
-    """The project phase's input without running the rules (for `graphlint captures`)."""
+def load_project(
+    paths: list[str], resolver: ConfigResolver, options: CheckOptions, notebooks: dict[str, Notebook] | None = None
+) -> tuple[list[SourceFile], Project]:
+    """The project phase's input without running the rules (for `graphlint captures`); the
+    notebooks read go into ``notebooks``, for a report that shows their cells."""
     files = discover(paths, resolver)
     follow = follows_values(resolver, options)
     no_rules: frozenset[str] = frozenset({VALUE_FACTS} if follow else ())
-    sources, keys, errors = _read_all(files, no_rules)
+    sources, keys, errors = _read_all(files, no_rules, notebooks=notebooks)
     cache = SummaryCache(options.cache_dir)
     summaries = summarize_files(files, sources, keys, errors, cache, options.jobs, no_rules)
     return files, _project(summaries, resolver, no_rules, follow)

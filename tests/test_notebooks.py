@@ -201,3 +201,15 @@ def test_fix_keeps_an_edit_saved_in_jupyter_during_the_run(tmp_path: Path, monke
     cli.main(["check", "--no-cache", "--fix", "autocast.ipynb"])
     assert path.read_text(encoding="utf-8") == users_save
     assert "not writing autocast.ipynb: the file changed since it was read" in capsys.readouterr().err
+
+
+def test_captures_shows_a_notebooks_capture_at_its_cell(tmp_path: Path) -> None:
+    _copy(tmp_path, "capture_step.ipynb")
+    text = run_cli("captures", "--no-cache", "capture_step.ipynb", cwd=tmp_path)
+    assert text.stdout.startswith("capture_step.ipynb:cell 6:3: CUDA graph: torch.cuda.graph(g)\n")
+    assert "runs capture_step.decode_step" in text.stdout  # the function of cell 4
+    report = json.loads(
+        run_cli("captures", "--no-cache", "--format", "json", "capture_step.ipynb", cwd=tmp_path).stdout
+    )
+    (region,) = report["regions"]
+    assert (region["cell"], region["line"]) == (6, 3)

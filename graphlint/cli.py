@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING
 from graphlint import __version__
 from graphlint.config import ConfigError, ConfigResolver, Selection, validate_selectors
 from graphlint.config_flags import add_config_flags, render_settings, resolver_from_args
-from graphlint.findings import Finding
+from graphlint.findings import Finding, cell_prefix
 from graphlint.fixing.apply import SourceText, fix_file, replace_if_unchanged, source_text
 from graphlint.registry import all_rules, get_rule
 from graphlint.reporters import FORMATS, ReportContext, render
 
 if TYPE_CHECKING:  # the engine (and networkx, libcst behind it) loads only for a command that checks
     from graphlint.engine import CheckOptions, CheckResult
+    from graphlint.notebooks import Notebook
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 _MAX_FIX_PASSES = 10
@@ -244,7 +245,8 @@ def _add_noqa(args: argparse.Namespace, result: CheckResult) -> int:
             continue
         for line in outcome.skipped:
             _note(args, f"graphlint: {display}:{line}: no place for a comment on this line; not suppressed")
-        if outcome.added and _write_edited(display, str(Path(display).resolve()), data, source, outcome.text):
+        notebook = result.notebooks.get(display)
+        if outcome.added and _write_edited(display, str(Path(display).resolve()), data, source, outcome.text, notebook):
             added += outcome.added
     _note(args, f"graphlint: added {added} noqa directive{'s' if added != 1 else ''}")
     return EXIT_OK
@@ -297,6 +299,8 @@ def _run_check(args: argparse.Namespace, resolver: ConfigResolver, options: Chec
 def _fix_stdin(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
     """`--fix` on stdin, as ruff does: the fixed source on stdout, remaining findings on stderr."""
     path = Path(args.paths[0]).resolve()
+    if path.name.endswith(".ipynb"):
+        raise _UsageError("--fix on stdin takes Python source, not a notebook: name the notebook's file instead")
     data = args.unsaved[path]
     result = _run_check(args, resolver, options)
     try:
@@ -354,7 +358,8 @@ def _report_fixed(args: argparse.Namespace, fixed: list[Finding]) -> None:
     for path, found in sorted(_by_path(fixed).items()):
         lines.append(f"- {path}:")
         for finding in sorted(found, key=Finding.sort_key):
-            lines.append(f"    {finding.line}:{finding.column} {finding.code} [{finding.name}] {finding.fix.message}")
+            where = f"{cell_prefix(finding.cell)}{finding.line}:{finding.column}"
+            lines.append(f"    {where} {finding.code} [{finding.name}] {finding.fix.message}")
     print("\n".join(lines), file=sys.stderr)
 
 
@@ -471,8 +476,9 @@ def _captures(args: argparse.Namespace) -> int:
     options = CheckOptions(
         jobs=args.jobs or default_jobs(), cache_dir=_cache_dir(args), follow_values=args.follow_values
     )
-    _, project = load_project(args.paths, resolver_from_args(args), options)
-    sys.stdout.write(render_captures(capture_report(project), args.format))
+    notebooks: dict[str, Notebook] = {}
+    _, project = load_project(args.paths, resolver_from_args(args), options, notebooks)
+    sys.stdout.write(render_captures(capture_report(project), args.format, notebooks))
     return EXIT_OK
 
 
@@ -646,12 +652,13 @@ def _write_output(name: str, report: str) -> None:
 
 
 def _with_fix_edits(fmt: str, result: CheckResult) -> list[Finding]:
-    """The findings, with their fixes' text edits where the format shows them (JSON, SARIF)."""
+    """The findings as shown (a notebook's in their cells), with their fixes' text edits where the
+    format shows them (JSON, SARIF)."""
     if fmt not in ("json", "sarif") or not any(f.fix is not None for f in result.findings):
-        return result.findings
+        return _located(result.findings, result)
     from graphlint.fixing.edits import with_edits  # libcst: only for a report that shows fixes
 
-    return with_edits(result.findings, result.sources)
+    return _located(with_edits(result.findings, result.sources), result)
 
 
 def _by_path(findings: list[Finding]) -> dict[str, list[Finding]]:
@@ -689,11 +696,11 @@ def _fix_loop(
                 continue
             if not outcome.applied:
                 continue
-            if not _write_edited(display, paths[display], data, source, outcome.fixed):
+            if not _write_edited(display, paths[display], data, source, outcome.fixed, result.notebooks.get(display)):
                 refused.add(display)
                 continue
             fixed_total += len(outcome.applied)
-            fixed_findings.extend(outcome.applied)
+            fixed_findings.extend(_located(outcome.applied, result))
             fixed_files.add(display)
             changed = True
         if not changed:
@@ -708,19 +715,49 @@ def _fix_loop(
     return result
 
 
-def _write_edited(display: str, path: str, read: bytes, source: SourceText, text: str) -> bool:
+def _write_edited(
+    display: str, path: str, read: bytes, source: SourceText, text: str, notebook: Notebook | None = None
+) -> bool:
     """Write an edited file in its own encoding unless it changed since the run read it (the
-    user's edit wins; the file is skipped with a note); whether it was written."""
-    data = source.encode(text)
-    reason = (
-        f"the edit does not fit its encoding ({source.encoding})"
-        if data is None
-        else replace_if_unchanged(path, read, data)
-    )
+    user's edit wins; the file is skipped with a note); whether it was written. A notebook's
+    edited code goes back into its cells, and its JSON is what is compared and replaced."""
+    if notebook is not None:
+        read, data, reason = notebook.raw, *notebook.edited(text)
+    else:
+        data = source.encode(text)
+        reason = f"the edit does not fit its encoding ({source.encoding})" if data is None else None
+    if reason is None and data is not None:
+        reason = replace_if_unchanged(path, read, data)
     if reason is not None:
         print(f"graphlint: not writing {display}: {reason}; the file is unchanged", file=sys.stderr)
         return False
     return True
+
+
+def _located(findings: list[Finding], result: CheckResult) -> list[Finding]:
+    """The findings as reports show them: a notebook's in their cells."""
+    from graphlint.notebooks import locate_in_cells
+
+    return locate_in_cells(findings, result.notebooks)
+
+
+def _file_diff(display: str, original: str, fixed: str, notebook: Notebook | None) -> str:
+    """The unified diff of one file's fixes; a notebook's per changed cell."""
+    if notebook is not None:
+        from graphlint.notebooks import NotebookError
+
+        try:
+            return notebook.cell_diff(display, fixed)
+        except NotebookError as error:
+            print(f"graphlint: cannot fix {display}: {error}", file=sys.stderr)
+            return ""
+    lines = difflib.unified_diff(
+        original.splitlines(keepends=True),
+        fixed.splitlines(keepends=True),
+        fromfile=f"a/{display}",
+        tofile=f"b/{display}",
+    )
+    return "".join(lines)
 
 
 def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
@@ -739,16 +776,7 @@ def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOpti
             print(f"graphlint: cannot fix {display}: {outcome.error}", file=sys.stderr)
             continue
         if outcome.applied:
-            chunks.append(
-                "".join(
-                    difflib.unified_diff(
-                        original.splitlines(keepends=True),
-                        outcome.fixed.splitlines(keepends=True),
-                        fromfile=f"a/{display}",
-                        tofile=f"b/{display}",
-                    )
-                )
-            )
+            chunks.append(_file_diff(display, original, outcome.fixed, result.notebooks.get(display)))
     text = "".join(chunks)
     if args.output_file:
         _write_output(args.output_file, text)

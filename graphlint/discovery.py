@@ -1,4 +1,5 @@
-"""Which files a run checks, what they are called in reports, and their module names."""
+"""Which files a run checks (Python files and Jupyter notebooks), what they are called in reports,
+and their module names."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from graphlint.checkers.machinery.core.names import module_name_for
 from graphlint.config import ConfigResolver, Settings, matches_pattern, real_path, relative_to_root
+from graphlint.notebooks import SUFFIX as NOTEBOOK_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,10 @@ _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
 def _module_of(path: Path) -> tuple[str, bool]:
-    """Dotted module name of ``path``, relative to its import root (see `_package_parts`)."""
-    return module_name_for([*_package_parts(path.parent), path.name]), path.name == "__init__.py"
+    """Dotted module name of ``path``, relative to its import root (see `_package_parts`); a
+    notebook, which nothing imports, is named by its stem."""
+    name = path.stem if path.name.endswith(NOTEBOOK_SUFFIX) else path.name
+    return module_name_for([*_package_parts(path.parent), name]), path.name == "__init__.py"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -197,7 +201,7 @@ def discover(paths: list[str], resolver: ConfigResolver, force_exclude: bool = F
                     if not _excluded(dir_path / d, settings) and not _is_virtualenv(os.path.join(directory, d))
                 )
                 for filename in sorted(filenames):
-                    if not filename.endswith(".py"):
+                    if not filename.endswith((".py", NOTEBOOK_SUFFIX)):
                         continue
                     file_path = dir_path / filename
                     if _excluded(file_path, settings):

@@ -24,6 +24,7 @@ from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_
 from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.discovery import SourceFile, discover
 from graphlint.findings import Finding, sort_findings
+from graphlint.notebooks import Notebook, NotebookError, is_notebook, read_notebook
 from graphlint.pool_workers import worker_pool
 from graphlint.registry import all_rules
 from graphlint.suppressions import SuppressedBlock
@@ -44,6 +45,8 @@ class CheckResult:
     # GL002 findings' tracebacks, keyed by (path, line, message), for `--verbose`.
     tracebacks: dict[tuple[str, int, str], str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # what the run could not reach though it read it
+    # display path -> the notebook read; its ``sources`` entry is the joined code cells
+    notebooks: dict[str, Notebook] = field(default_factory=dict)
 
     @property
     def internal_errors(self) -> list[Finding]:
@@ -72,21 +75,38 @@ def active_codes(files: list[SourceFile], selection: Selection) -> frozenset[str
 
 
 def _read_all(
-    files: list[SourceFile], codes: frozenset[str], unsaved: Mapping[Path, bytes] | None = None
+    files: list[SourceFile],
+    codes: frozenset[str],
+    unsaved: Mapping[Path, bytes] | None = None,
+    notebooks: dict[str, Notebook] | None = None,
 ) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
     """Bytes and cache keys of every file; the reason for each file that could not be read.
-    ``unsaved`` (absolute path -> bytes) stands in for the disk: stdin, an editor's buffer."""
+    ``unsaved`` (absolute path -> bytes) stands in for the disk: stdin, an editor's buffer. A
+    notebook's bytes are its joined code cells (so its key changes with its code, not its
+    outputs), and the notebook itself goes into ``notebooks``."""
     sources: dict[str, bytes] = {}
     keys: dict[str, str] = {}
     errors: dict[str, str] = {}
     for source in files:
         data, error = _unsaved_or_disk(source, unsaved)
+        if data is not None and is_notebook(source.path):
+            data, error = _notebook_code(source.display, data, notebooks if notebooks is not None else {})
         if data is None:
             errors[source.display] = error or "cannot read file"
             continue
         sources[source.display] = data
         keys[source.display] = cache_key(data, source.module, source.is_package, codes)
     return sources, keys, errors
+
+
+def _notebook_code(display: str, data: bytes, notebooks: dict[str, Notebook]) -> tuple[bytes | None, str | None]:
+    """A notebook's code cells as one module's bytes, or why it is not a notebook (a GL000)."""
+    try:
+        notebook = read_notebook(data)
+    except NotebookError as error:
+        return None, str(error)
+    notebooks[display] = notebook
+    return notebook.python.encode("utf-8"), None
 
 
 def _unsaved_or_disk(source: SourceFile, unsaved: Mapping[Path, bytes] | None) -> tuple[bytes | None, str | None]:
@@ -170,13 +190,16 @@ def check_files(
     """Analyse exactly ``files`` together; ``unsaved`` bytes replace what is on disk."""
     follow = follows_values(resolver, options)
     codes = active_codes(files, options.selection) | ({VALUE_FACTS} if follow else set())
-    sources, keys, errors = _read_all(files, codes, unsaved)
+    notebooks: dict[str, Notebook] = {}
+    sources, keys, errors = _read_all(files, codes, unsaved, notebooks)
     cache = SummaryCache(options.cache_dir)
     whole_run = _run_key(files, keys, errors, options.selection) + ("|values" if follow else "")
     reused = cache.get_result(whole_run) if not errors else None
     if reused is not None:
         warnings = list(cache.get_result(whole_run + _WARNINGS) or ())
-        return CheckResult(list(reused), files, sources, cache_hits=len(files), cache_misses=0, warnings=warnings)
+        return CheckResult(
+            list(reused), files, sources, cache_hits=len(files), cache_misses=0, warnings=warnings, notebooks=notebooks
+        )
     summaries = summarize_files(files, sources, keys, errors, cache, options.jobs, codes)
     project = _project(summaries, resolver, codes, follow)
     raw = project.findings()
@@ -188,7 +211,7 @@ def check_files(
         cache.put_result(whole_run, findings)
         if warnings:  # rare: kept apart so that a run without them writes the results once
             cache.put_result(whole_run + _WARNINGS, warnings)
-    return CheckResult(findings, files, sources, cache.hits, cache.misses, tracebacks, warnings)
+    return CheckResult(findings, files, sources, cache.hits, cache.misses, tracebacks, warnings, notebooks)
 
 
 def follows_values(resolver: ConfigResolver, options: CheckOptions) -> bool:
@@ -208,12 +231,15 @@ def _project(
     return Project(analysable, entry_points, codes, follow_values)
 
 
-def load_project(paths: list[str], resolver: ConfigResolver, options: CheckOptions) -> tuple[list[SourceFile], Project]:
-    """The project phase's input without running the rules (for `graphlint captures`)."""
+def load_project(
+    paths: list[str], resolver: ConfigResolver, options: CheckOptions, notebooks: dict[str, Notebook] | None = None
+) -> tuple[list[SourceFile], Project]:
+    """The project phase's input without running the rules (for `graphlint captures`); the
+    notebooks read go into ``notebooks``, for a report that shows their cells."""
     files = discover(paths, resolver)
     follow = follows_values(resolver, options)
     no_rules: frozenset[str] = frozenset({VALUE_FACTS} if follow else ())
-    sources, keys, errors = _read_all(files, no_rules)
+    sources, keys, errors = _read_all(files, no_rules, notebooks=notebooks)
     cache = SummaryCache(options.cache_dir)
     summaries = summarize_files(files, sources, keys, errors, cache, options.jobs, no_rules)
     return files, _project(summaries, resolver, no_rules, follow)

@@ -81,13 +81,27 @@ class CallSite:
     path: str
     line: int
     function: str
+    cell: int | None = None  # in a notebook, once shown: the cell, and ``line`` is the line in it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "function": self.function}
+        data: dict[str, Any] = {"path": self.path, "line": self.line, "function": self.function}
+        if self.cell is not None:
+            data["cell"] = self.cell
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CallSite:
-        return cls(data["path"], data["line"], data["function"])
+        return cls(data["path"], data["line"], data["function"], data.get("cell"))
+
+    @property
+    def where(self) -> str:
+        """``model.py:88``, or ``nb.ipynb:cell 3:5`` in a notebook."""
+        return f"{self.path}:{cell_prefix(self.cell)}{self.line}"
+
+
+def cell_prefix(cell: int | None) -> str:
+    """``cell 3:`` before a line number in a notebook's cell, else nothing."""
+    return f"cell {cell}:" if cell is not None else ""
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,9 @@ class Finding:
     # A finding of a default-set rule that only preview mode reports: a newer behaviour of
     # the rule, below the 90% bar on the corpus (ruff's "preview behaviour" of a stable rule).
     preview: bool = False
+    # In a notebook, once located for a report (`notebooks.locate_in_cells`): the 1-based cell,
+    # every cell counted; the lines are then the cell's own. The analysis never sets it.
+    cell: int | None = None
 
     @classmethod
     def of(
@@ -134,6 +151,16 @@ class Finding:
             call_path,
             preview and not rule.preview,  # a preview rule's findings are all preview: its code says so
         )
+
+    @property
+    def where(self) -> str:
+        """``path:line:column``, or ``path:cell N:line:column`` in a notebook."""
+        return f"{self.path}:{cell_prefix(self.cell)}{self.line}:{self.column}"
+
+    @property
+    def cell_note(self) -> str:
+        """``cell N: `` for the formats whose location has no room for a cell, else nothing."""
+        return f"cell {self.cell}: " if self.cell is not None else ""
 
     def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.path, self.line, self.column, self.code, self.message)
@@ -164,6 +191,8 @@ class Finding:
         }
         if self.preview:  # only then: a default-mode report is the same as before the key existed
             data["preview"] = True
+        if self.cell is not None:  # a notebook's finding only, as `preview`
+            data["cell"] = self.cell
         return data
 
     @classmethod
@@ -181,13 +210,14 @@ class Finding:
             fix=Fix.from_dict(data.get("fix")),
             call_path=tuple(CallSite.from_dict(s) for s in data.get("call_path", ())),
             preview=bool(data.get("preview", False)),
+            cell=data.get("cell"),
         )
 
     def call_path_text(self) -> str:
         """``called in capture via train.py:41 -> model.py:88`` or ``""``."""
         if not self.call_path:
             return ""
-        hops = " -> ".join(f"{site.path}:{site.line}" for site in self.call_path)
+        hops = " -> ".join(site.where for site in self.call_path)
         return f"called in capture via {hops}"
 
 

@@ -58,6 +58,7 @@ def check_in_project(
         cache_hits=result.cache_hits,
         cache_misses=result.cache_misses,
         tracebacks=result.tracebacks,  # GL002 on a named file keeps its traceback for --verbose
+        notebooks=result.notebooks,
     )
 
 

@@ -1,4 +1,5 @@
-"""`--format github`: GitHub Actions workflow commands, one annotation per finding."""
+"""`--format github`: GitHub Actions workflow commands, one annotation per finding. In a notebook
+the line is the cell's, and the message starts with the cell (`cell 3: ...`), as no property holds it."""
 
 from __future__ import annotations
 
@@ -26,5 +27,5 @@ def render(findings: list[Finding], context: ReportContext) -> str:
             f"file={_property(f.path)},line={f.line},col={f.column},endLine={f.end_line},"
             f"endColumn={f.end_column},title={_property(f'{f.code} [{f.name}]')}"
         )
-        lines.append(f"::{_LEVELS[f.severity]} {properties}::{_data(f'{f.code} {message}')}")
+        lines.append(f"::{_LEVELS[f.severity]} {properties}::{_data(f'{f.code} {f.cell_note}{message}')}")
     return "".join(line + "\n" for line in lines)

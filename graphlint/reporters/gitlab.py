@@ -1,4 +1,5 @@
-"""`--format gitlab`: GitLab Code Quality (a JSON array of issues), as ruff writes it."""
+"""`--format gitlab`: GitLab Code Quality (a JSON array of issues), as ruff writes it. In a
+notebook the positions are the cell's lines and the description names the cell."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def render(findings: list[Finding], context: ReportContext) -> str:
 
 
 def _issue(f: Finding, fingerprint: str) -> dict:
-    description = f"{f.code} [{f.name}] {f.message}"
+    description = f"{f.code} [{f.name}] {f.cell_note}{f.message}"
     if f.call_path:
         description += f" ({f.call_path_text()})"
     return {

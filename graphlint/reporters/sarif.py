@@ -1,7 +1,9 @@
 """`--format sarif`: SARIF 2.1.0 as GitHub code scanning accepts it.
 
 Rules carry their documentation (generated from the registry); call paths become related
-locations so a reviewer can follow how a function ends up inside a capture.
+locations so a reviewer can follow how a function ends up inside a capture. A finding in a
+notebook keeps the notebook as its artifact, the line in its cell as its region, and names the
+cell in its message and in `properties.notebookCell`.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def _result(f: Finding, rule_index: int, fingerprint: str) -> dict:
         "ruleId": f.code,
         "ruleIndex": rule_index,
         "level": _LEVELS[f.severity],
-        "message": {"text": f"{f.message} ({f.call_path_text()})" if f.call_path else f.message},
+        "message": {"text": f.cell_note + (f"{f.message} ({f.call_path_text()})" if f.call_path else f.message)},
         "locations": [_location(f.path, f.line, f.column, f.end_line, f.end_column)],
         # Line-independent (path, code, message): code scanning keeps an alert across edits above it.
         "partialFingerprints": {"graphlint/v1": fingerprint},
@@ -87,6 +89,8 @@ def _result(f: Finding, rule_index: int, fingerprint: str) -> dict:
             }
             for hop, site in enumerate(f.call_path)
         ]
+    if f.cell is not None:  # SARIF has no notebook cells: the region's lines are the cell's
+        result["properties"] = {"notebookCell": f.cell}
     if f.fix is not None:
         result["fixes"] = [_fix(f)]
     return result

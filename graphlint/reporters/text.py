@@ -1,4 +1,5 @@
-"""`path:line:col: CODE [name] message`, with the call path and fix hint beneath."""
+"""`path:line:col: CODE [name] message` (`path:cell N:line:col:` in a notebook), with the call
+path and fix hint beneath."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def _paint(text: str, style: str, color: bool) -> str:
 
 
 def format_finding(finding: Finding, color: bool = False) -> str:
-    location = _paint(f"{finding.path}:{finding.line}:{finding.column}:", _BOLD, color)
+    location = _paint(f"{finding.where}:", _BOLD, color)
     code = _paint(finding.code, _RED if finding.severity == "error" else _CYAN, color)
     lines = [f"{location} {code} [{finding.name}] {finding.message}"]
     if finding.call_path:
@@ -52,17 +53,16 @@ def render(findings: list[Finding], context: ReportContext) -> str:
 
 def render_concise(findings: list[Finding], context: ReportContext) -> str:
     """`--format concise`: one line per finding (no call path, no fix hint), then the summary."""
-    lines = [
-        _paint(f"{f.path}:{f.line}:{f.column}:", _BOLD, context.color) + f" {f.code} {f.message}" for f in findings
-    ]
+    lines = [_paint(f"{f.where}:", _BOLD, context.color) + f" {f.code} {f.message}" for f in findings]
     if context.summary:
         lines.append(summary_line(findings, context))
     return "\n".join(lines) + "\n" if lines else ""
 
 
 def render_pylint(findings: list[Finding], context: ReportContext) -> str:
-    """`--format pylint`: `path:line: [CODE] message`, the shape pylint-reading tools parse."""
-    return "".join(f"{f.path}:{f.line}: [{f.code}] {f.message}\n" for f in findings)
+    """`--format pylint`: `path:line: [CODE] message`, the shape pylint-reading tools parse (a
+    notebook's cell opens the message: the line is the cell's)."""
+    return "".join(f"{f.path}:{f.line}: [{f.code}] {f.cell_note}{f.message}\n" for f in findings)
 
 
 def render_statistics(findings: list[Finding], context: ReportContext) -> str:

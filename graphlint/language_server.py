@@ -185,6 +185,11 @@ def initialize(ls: LanguageServer, params: types.InitializeParams) -> None:
     _apply_settings(params.initialization_options)
 
 
+@server.feature(types.INITIALIZED)
+def initialized(ls: LanguageServer, params: types.InitializedParams) -> None:
+    _queue().warm()
+
+
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(ls: LanguageServer, params: types.DidChangeConfigurationParams) -> None:
     """New settings: every open document is analysed again under them."""

@@ -253,6 +253,10 @@ class AnalysisQueue:
             try:
                 result = await self._worker.analyse(request)
             finally:
-                self._running = None
+                cancelled, self._running = self._running is None, None
             if result is not None and result.request == self._current(uri):
                 self._done(result)
+            elif result is None and not cancelled:
+                self._note(
+                    f"graphlint: the analysis of {uri} ended without a result (its worker died); it runs again on the next edit"
+                )

@@ -149,3 +149,14 @@ async def test_follow_values_from_configuration_and_a_bad_value_is_reported(
     change_document(client, uri, 2, HELD + "\n")  # the bad value kept nothing from changing
     assert _codes(await next_diagnostics(client, uri)) == {"GL101"}
     assert any("'followValues' must be true, false or null" in m.message for m in client.messages)
+
+
+def test_settings_of_any_shape_are_reported_not_fatal() -> None:
+    from graphlint.server_settings import EditorSettings, updated
+
+    kept = EditorSettings(preview=True)
+    for raw in (["preview"], "preview", 3, {"graphlint": None}, {"graphlint": [True]}):
+        settings, problems = updated(kept, raw)
+        assert settings == kept and problems and "settings must be an object" in problems[0]
+    assert updated(kept, {"ruff": {"lineLength": 100}, "preview": None}) == (EditorSettings(), [])
+    assert updated(kept, None) == (kept, [])

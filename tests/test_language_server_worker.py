@@ -8,6 +8,7 @@ the CPU that long before each analysis); the tests assert the order of events, n
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -81,3 +82,24 @@ async def test_a_lone_surrogate_gets_gl000_and_later_edits_are_analysed(client: 
     change_document(client, uri, 3, ALIASED)
     published = await next_diagnostics(client, uri)
     assert published.version == 3 and "GL201" in {d.code for d in published.diagnostics}
+
+
+@pytest.mark.asyncio
+async def test_code_actions_answer_during_an_analysis_and_never_from_stale_text(
+    slow_client: LanguageClient, tmp_path: Path
+) -> None:
+    uri = open_document(slow_client, tmp_path / "serve.py", ALIASED)
+    gl201 = next(d for d in (await next_diagnostics(slow_client, uri)).diagnostics if d.code == "GL201")
+    context = types.CodeActionContext(diagnostics=[gl201])
+    params = types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=gl201.range, context=context
+    )
+    titles = {action.title for action in await slow_client.text_document_code_action_async(params)}
+    assert {"GL201: suppress on this line (# noqa: GL201)", "graphlint: apply all safe fixes"} <= titles
+
+    change_document(slow_client, uri, 2, "\n" + ALIASED)  # every line moves down: the old edits are wrong now
+    analysed = asyncio.ensure_future(next_diagnostics(slow_client, uri))
+    during = await slow_client.text_document_code_action_async(params)
+    assert not analysed.done()  # answered while version 2 is analysed
+    assert during and all(a.kind == types.CodeActionKind.QuickFix and "suppress" not in a.title for a in during)
+    assert (await analysed).version == 2

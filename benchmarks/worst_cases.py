@@ -10,7 +10,10 @@ asserting a time, so it is a measurement to read, not a test to flake:
 - ``call-depth``: a capture calls f0, f0 calls f1, ... f(n-1) does `.item()` (each function
   reached held its whole call path: quadratic in the depth);
 - ``stream-blocks``: one captured function with n `with torch.cuda.stream(side):` blocks, each
-  forked and joined (GL109 walked the function once per block: quadratic in the blocks).
+  forked and joined (GL109 walked the function once per block: quadratic in the blocks);
+- ``stacked-decorators``: a captured function under n stacked project decorators, values
+  followed (each level read the one below twice: exponential in the stack; ColossalAI's tests
+  stack a dozen, and the value flow took minutes there).
 """
 
 from __future__ import annotations
@@ -45,18 +48,32 @@ def stream_blocks(n: int) -> str:
     return HEADER + "\n\ndef step(side):\n    with torch.cuda.graph(g):\n" + block * n
 
 
+def stacked_decorators(n: int) -> str:
+    stack = "".join(f"@keep({i})\n" for i in range(n))
+    return (
+        HEADER
+        + "\n\ndef keep(tag):\n    def wrap(f):\n        return f\n\n    return wrap\n\n\n"
+        + stack
+        + "def step(t):\n    return t.sum().item()\n\n\nwith torch.cuda.graph(g):\n    step(x)\n"
+    )
+
+
 CASES: dict[str, tuple[Callable[[int], str], str]] = {
     "call-depth": (call_depth, "GL101"),
     "stream-blocks": (stream_blocks, "GL109"),
+    "stacked-decorators": (stacked_decorators, "GL101"),
 }
+# Cases that exercise the value flow, so they are checked with values followed.
+FOLLOW_VALUES = frozenset({"stacked-decorators"})
 
 
-def seconds(source: str) -> float:
+def seconds(source: str, follow_values: bool = False) -> float:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         (root / "case.py").write_text(source)
         start = time.perf_counter()
-        check([str(root)], ConfigResolver(cwd=root), CheckOptions(jobs=1, cache_dir=None))
+        options = CheckOptions(jobs=1, cache_dir=None, follow_values=follow_values)
+        check([str(root)], ConfigResolver(cwd=root), options)
         return time.perf_counter() - start
 
 
@@ -65,7 +82,7 @@ def measure(base: int) -> dict[str, list[dict[str, float]]]:
     for name, (generate, _) in CASES.items():
         rows: list[dict[str, float]] = []
         for size in (base, 2 * base, 4 * base):
-            took = seconds(generate(size))
+            took = seconds(generate(size), name in FOLLOW_VALUES)
             ratio = took / rows[-1]["seconds"] if rows else float("nan")
             rows.append({"size": size, "seconds": round(took, 3), "ratio": round(ratio, 2)})
             print(f"{name:14} n={size:6d} {took:8.2f} s  x{ratio:.2f} of the previous size", flush=True)

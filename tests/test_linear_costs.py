@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from graphlint.checkers.machinery.values import value_flow
 from graphlint.checkers.rules.capture import gl109_unjoined_stream_in_capture as gl109
 from graphlint.config import ConfigResolver, Selection
 from graphlint.engine import CheckOptions, check, load_project
@@ -19,6 +20,7 @@ assert _spec is not None and _spec.loader is not None
 worst_cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(worst_cases)
 call_depth, stream_blocks = worst_cases.call_depth, worst_cases.stream_blocks
+stacked_decorators = worst_cases.stacked_decorators
 
 
 def _tree(tmp_path: Path, source: str) -> Path:
@@ -55,3 +57,15 @@ def test_gl109_reads_the_ordering_once_per_function(tmp_path: Path, monkeypatch:
     result = check([str(root)], ConfigResolver(cwd=root), options)
     assert len(calls) == 2  # `step` (40 blocks) and `other`
     assert [(f.code, f.line) for f in result.findings] == [("GL109", source.count("\n") - 1)]
+
+
+def test_stacked_decorators_are_read_once_per_level(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each decorator of a stack is applied to the values of the one below, not to its
+    expression read again: 16 stacked decorators cost 16 applications a pass, not 2**16."""
+    applied = []
+    real = value_flow.ValueFlow._decorate
+    monkeypatch.setattr(value_flow.ValueFlow, "_decorate", lambda self, e: applied.append(1) or real(self, e))
+    root = _tree(tmp_path, stacked_decorators(16))
+    result = check([str(root)], ConfigResolver(cwd=root), CheckOptions(cache_dir=None, follow_values=True))
+    assert [f.code for f in result.findings] == ["GL101"]  # the capture still reaches through the stack
+    assert len(applied) <= 16 * 8, f"{len(applied)} decorator applications for a stack of 16"

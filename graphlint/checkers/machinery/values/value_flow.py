@@ -518,8 +518,20 @@ class ValueFlow(ContainerFlow):
         _, callee, args, kwargs, key, extra = expr
         positional = self._positional(args)
         keywords = [(name, self.evaluate(value)) for name, value in kwargs]
+        return self._call_values(self.evaluate(callee), positional, keywords, key, extra)
+
+    def _call_values(
+        self,
+        callees: set[str] | frozenset[str],
+        positional: list[tuple[bool, set[str] | frozenset[str]]],
+        keywords: list[tuple[str | None, set[str] | frozenset[str]]],
+        key: CallKey,
+        extra: bool,
+    ) -> set[str]:
+        """What a call of ``callees`` returns, its arguments' values already evaluated (the
+        arguments flow into each target's parameters, the call's key records the targets)."""
         result: set[str] = set()
-        for value in sorted(self._callables(self.evaluate(callee))):
+        for value in sorted(self._callables(callees)):
             if value[0] == "?":
                 self.outside.setdefault(key[0], set()).add(value[1:])
                 if value[1:] not in _KEEPS_ORDER:
@@ -627,9 +639,12 @@ class ValueFlow(ContainerFlow):
         """A decorator applied to a definition; one the project does not define keeps it."""
         _, decorator, value, key = expr
         decorated = self.evaluate(value)
-        if not any(self._target(v, set())[0] for v in sorted(self.evaluate(decorator))):
+        decorators = self.evaluate(decorator)
+        if not any(self._target(v, set())[0] for v in sorted(decorators)):
             return decorated
-        return self._call(("c", decorator, (value,), (), key, True)) or decorated
+        # The values just read, not the expressions again: stacked decorators nest, and reading
+        # each level twice made a stack of n cost 2**n (ColossalAI's tests stack a dozen).
+        return self._call_values(decorators, [(False, decorated)], [], key, True) or decorated
 
     def _partial(self, expr: tuple) -> set[str] | frozenset[str]:
         _, func, args, kwargs = expr

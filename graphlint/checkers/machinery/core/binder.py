@@ -307,7 +307,7 @@ class FunctionWalker(FlowState):
                 CallRef(target, line, col, self.regions, self.naming.typed_args(node), end_line, end_col)
             )
 
-    def _new_region(self, node: ast.AST, label: str, target: CallTarget | None, kind: str = GRAPH) -> int:
+    def _new_region(self, node: ast.stmt, label: str, target: CallTarget | None, kind: str = GRAPH) -> int:
         self.st.summary.regions.append(Region(node.lineno, label, target, kind))
         return len(self.st.summary.regions) - 1
 

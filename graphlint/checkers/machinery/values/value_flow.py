@@ -25,7 +25,7 @@ import builtins
 from bisect import bisect_right
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from graphlint.checkers.machinery.core.model import ClassSummary, FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.internal_errors import ErrorLog
@@ -33,6 +33,7 @@ from graphlint.checkers.machinery.values.class_hierarchy import ClassHierarchy
 from graphlint.checkers.machinery.values.value_containers import ContainerFlow, is_container
 
 _EMPTY: frozenset[str] = frozenset()
+_Item = TypeVar("_Item")  # what a cone's classes give: qualnames, or methods that may be missing
 _BUILTINS = frozenset(dir(builtins))
 _MAX_ALIAS_HOPS = 8
 MAX_VALUES = 16  # a location that may hold more is too imprecise to call through: unresolved
@@ -131,7 +132,7 @@ class ValueFlow(ContainerFlow):
         }
         self._solve(facts)
 
-    def callees(self, key: CallKey) -> set[str]:
+    def callees(self, key: CallKey) -> set[str] | frozenset[str]:
         """The functions the call at ``key`` runs (empty: unresolved)."""
         return self.calls.get(key, _EMPTY)
 
@@ -413,16 +414,16 @@ class ValueFlow(ContainerFlow):
             yield part
 
     @staticmethod
-    def _capped(parts: Iterable[set[str]], kind: str) -> set[str] | frozenset[str]:
+    def _capped(parts: Iterable[set[_Item]], kind: str) -> set[_Item] | frozenset[_Item]:
         """The union of what a cone's classes give, or nothing when that is more than the
         cone's limit (``&``: `MAX_VALUES`, ``+``: `MAX_DECLARED`): too many to call through,
         as a saturated location."""
         limit = MAX_VALUES if kind == "&" else MAX_DECLARED
-        found: set[str] = set()
+        found: set[_Item] = set()
         for part in parts:
             found |= part
             if len(found) > limit:
-                return _EMPTY
+                return frozenset()
         return found
 
     def _after(self, cls: str, owner: str, attr: str) -> set[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.call_naming import CallNaming
@@ -394,12 +395,13 @@ class FunctionWalker(FlowState):
 
     def _test(self, expr: ast.expr, what: str) -> None:
         """A condition is tested; of `a and b` only the operands a capture evaluates are."""
-        skipped = short_circuited(expr, self.stream_capture_value) if isinstance(expr, ast.BoolOp) else []
-        if not skipped:
-            self._event("test", expr, what)
-            return
-        for operand in expr.values[: len(expr.values) - len(skipped)]:
-            self._event("test", operand, what)
+        if isinstance(expr, ast.BoolOp):
+            skipped = short_circuited(expr, self.stream_capture_value)
+            if skipped:
+                for operand in expr.values[: len(expr.values) - len(skipped)]:
+                    self._event("test", operand, what)
+                return
+        self._event("test", expr, what)
 
     def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
         it = stmt.iter
@@ -593,19 +595,19 @@ class FunctionWalker(FlowState):
         while stack:
             current = pop()
             kind = type(current)
-            if kind is ast.Call:
+            if isinstance(current, ast.Call):
                 self._visit_call(current)
             elif kind is ast.Subscript:
                 for hook in hooks.get("Subscript"):
                     hook(self, current)
-            elif kind is ast.IfExp:
+            elif isinstance(current, ast.IfExp):
                 self._test(current.test, "conditional expression")
             elif kind is ast.JoinedStr:
                 for hook in hooks.get("JoinedStr"):
                     hook(self, current)
             elif kind is ast.Lambda:
                 continue
-            elif kind is ast.BoolOp and not self.guarded:
+            elif isinstance(current, ast.BoolOp) and not self.guarded:
                 self._short_circuit(current, push)
                 continue
             elif (kind is ast.Yield or kind is ast.YieldFrom) and self.regions:
@@ -673,7 +675,8 @@ class FunctionWalker(FlowState):
             self.summary.returns.append(target)
 
 
-_SIMPLE = {
+# Each handler takes the statement type it is filed under, which a dict's type cannot say key by key.
+_SIMPLE: dict[type[ast.stmt], Callable[[FunctionWalker, Any], None]] = {
     ast.Assign: FunctionWalker._assign,
     ast.AnnAssign: FunctionWalker._ann_assign,
     ast.AugAssign: FunctionWalker._aug_assign,
@@ -682,11 +685,11 @@ _SIMPLE = {
     ast.Nonlocal: FunctionWalker._global,
     ast.Return: FunctionWalker._return,
 }
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
 _SCALAR_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "is_async"})
 
 
-def _child_fields(kind: type) -> tuple[str, ...]:
+def _child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
     """The fields of an expression node type that hold child expressions (cached per type)."""
     fields = _CHILD_FIELDS.get(kind)
     if fields is None:

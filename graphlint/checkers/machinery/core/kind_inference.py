@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.tensor_values import is_str_expr
@@ -469,8 +469,9 @@ _TORCH_DTYPES = frozenset(
 )
 
 
-# The kind of an expression, by its node type (a dict: faster than a chain of isinstance).
-_KIND_OF = {
+# The kind of an expression, by its node type (a dict: faster than a chain of isinstance). Each
+# method takes the node type it is filed under, which a dict's type cannot say key by key.
+_KIND_OF: dict[type[ast.AST], Callable[[ValueKinds, Any], T.Ty | None]] = {
     ast.Name: ValueKinds._name_ty,
     ast.Constant: ValueKinds._constant_ty,
     ast.List: ValueKinds._sequence_ty,

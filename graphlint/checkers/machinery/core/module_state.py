@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.call_targets import CallTarget
 from graphlint.checkers.machinery.core.capture_state import guard_calls, stream_capture_calls
 from graphlint.checkers.machinery.core.model import FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.core.names import ImportMap, canonical
@@ -76,6 +77,7 @@ class Binder(Protocol):
     locals: set[str]
     summary: FunctionSummary
     regions: tuple[int, ...]
+    graphed_calls: int  # calls so far of make_graphed_callables results
     graph_context_names: set[str]  # locals bound to a graph capture context (capture_values)
 
     @property
@@ -87,7 +89,7 @@ class Binder(Protocol):
 
     def lookup(self, name: str) -> T.Ty | None: ...
 
-    def call_target(self, call: ast.Call) -> object | None: ...
+    def call_target(self, call: ast.Call) -> CallTarget | None: ...
 
     def chain(self) -> Iterator[Binder]: ...
 

@@ -8,7 +8,7 @@ rebinding, a `del` or the end of the function really frees (`tensor_state` says 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.core import kinds as T
@@ -104,7 +104,7 @@ class StreamBindings:
         stream = self.current[-1]
         return Binding([new_storage(name, stream, owned=False, made_here=False)], [(stream, now)])
 
-    def _holder(self, name: str, elements: list[ast.expr | None], now: int) -> Binding | None:
+    def _holder(self, name: str, elements: Sequence[ast.expr | None], now: int) -> Binding | None:
         contents: list[Storage] = []
         for element in elements:
             if isinstance(element, ast.Starred):

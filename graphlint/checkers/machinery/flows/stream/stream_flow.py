@@ -1164,9 +1164,9 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         """`y = x.to("cpu", non_blocking=True)`: y is filled later; `e = s.record_event()`."""
         if not isinstance(value, ast.Call):
             return
-        method = value.func.attr if isinstance(value.func, ast.Attribute) else ""
-        if method == "record_event":
-            self.events[name] = (self.stream_of(value.func.value), self.position)
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr == "record_event":
+            self.events[name] = (self.stream_of(func.value), self.position)
             return
         if is_host_copy(value) or self._returns_pending(value):
             self.pending_host[name] = (value, self.position, self.current[-1])

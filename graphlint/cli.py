@@ -354,6 +354,7 @@ def _report_fixed(args: argparse.Namespace, fixed: list[Finding]) -> None:
     for path, found in sorted(_by_path(fixed).items()):
         lines.append(f"- {path}:")
         for finding in sorted(found, key=Finding.sort_key):
+            assert finding.fix is not None  # only a finding with a fix is fixed
             lines.append(f"    {finding.line}:{finding.column} {finding.code} [{finding.name}] {finding.fix.message}")
     print("\n".join(lines), file=sys.stderr)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import Protocol, TypeGuard
+from typing import Protocol, TypeGuard, cast
 
 from graphlint.checkers.machinery.core.names import source_text
 
@@ -124,6 +124,11 @@ def unquoted_annotation(node: ast.expr) -> ast.expr | None:
         except SyntaxError:
             return None
     return node
+
+
+def line_of(node: ast.AST) -> int:
+    """The first line of ``node``, a node with a position (`Located`) that its type does not show."""
+    return cast(Located, node).lineno
 
 
 def is_self_attr(node: ast.AST) -> TypeGuard[ast.Attribute]:

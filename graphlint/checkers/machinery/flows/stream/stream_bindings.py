@@ -19,6 +19,7 @@ from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, Stor
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder
+    from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls
 
 
 class StreamBindings:
@@ -32,7 +33,7 @@ class StreamBindings:
     unpacked: dict[str, frozenset[str]]  # name -> the names some `a, b = ...` bound with it
     params: set[str]
     lists: set[str]  # names bound to fresh lists (list_elements)
-    callee: Callable[[ast.Call], Binder | None]  # stream_calls: the same-file function a call runs
+    calls: StreamCalls  # the same-file function a call runs (`StreamCalls.callee`)
 
     def tick(self) -> int:  # pragma: no cover - the flow's
         raise NotImplementedError
@@ -154,7 +155,7 @@ class StreamBindings:
     def _returns_host(self, call: ast.Call) -> bool:
         """`self._gather(...)`, `stage_pinned(ids)`: a method of this class or a function of this
         file whose every return is host memory (a pinned staging buffer)."""
-        walker = self._method(call) or self.callee(call)
+        walker = self._method(call) or self.calls.callee(call)
         values = [stmt.value for stmt in _returns(walker.node.body)] if walker is not None else []  # type: ignore[attr-defined]
         kinds = [walker.ty(value) for value in values if value is not None] if walker is not None else []
         return bool(values) and len(kinds) == len(values) and all(k is not None and k.kind == T.HOST for k in kinds)

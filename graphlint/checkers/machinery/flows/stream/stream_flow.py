@@ -26,6 +26,7 @@ from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
 from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.names import evaluation_order, source_text
+from graphlint.checkers.machinery.flows.stream import stream_effects as E
 from graphlint.checkers.machinery.flows.stream.attribute_escapes import SideAttributeReturned, returned_side_attributes
 from graphlint.checkers.machinery.flows.stream.data_replacement import data_replaced
 from graphlint.checkers.machinery.flows.stream.list_elements import (
@@ -221,9 +222,9 @@ class Alternatives:
     name_ends: list[tuple] = field(default_factory=list)  # and its stream names
 
 
-class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
+class StreamFlow(StreamBindings, DeferredReleases, FlowState):
     """The stream flow over one function (a flow-skeleton state); ``quiet``: summarising the
-    function for its callers (`stream_calls`), facts and no findings."""
+    function for its callers (its ``calls``, `stream_calls`), facts and no findings."""
 
     def __init__(self, walker: Binder, quiet: bool = False) -> None:
         self.w = walker
@@ -239,6 +240,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.dead = False  # after `return`/`raise`: this path is over
         self.off_device = False  # in a branch for a device other than CUDA
         self.waits: list[tuple[str, str, int, int]] = []  # (waiter, waited-for, cutoff, at)
+        self.last_work: dict[str, int] = {}  # stream -> position of the last work queued on it
         self.wait_exclusions: dict[tuple[str, str, int, int], tuple[tuple[int, int], ...]] = {}  # join
         self.host_syncs: list[tuple[str | None, int, int]] = []  # (stream or None=all, cutoff, at)
         self.events: dict[str, tuple[str, int]] = {}  # event -> (stream, cutoff)
@@ -263,7 +265,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.unpacked: dict[str, frozenset[str]] = {}  # name -> names some `a, b = ...` bound with it
         self.orderings = FunctionOrderings(walker)  # what the function writes of orderings (certainty)
         self.init_releases()
-        self.init_calls()
+        self.calls = StreamCalls(self, summarise)
 
     # -- ordering model --------------------------------------------------------------------
     def tick(self) -> int:
@@ -322,7 +324,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             return
         if self.quiet:  # summarising: a parameter read on the host before a sync is an effect
             if isinstance(event, UnsyncedHostRead) and event.copy is self.w.node:
-                self.host_reads.add(event.name)
+                self.calls.host_reads.add(event.name)
             return
         node = event.node  # type: ignore[attr-defined]
         key = (event.kind, node.lineno, node.col_offset)  # type: ignore[attr-defined]
@@ -350,7 +352,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             for storage in sorted(self.tensors.freed_at_scope_end(), key=lambda storage: storage.name):
                 self.check_free(storage, storage.name, None, end)
         self.settle(None, end)
-        self.note_exit(end)
+        self.calls.note_exit(end)
 
     def before(self, stmt: ast.stmt) -> None:
         self.statement = stmt
@@ -366,7 +368,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self._new_stream_block(expr, stmt)
                 self._fork_of_another_stream(stream)
                 self.entered.add(stream)
-                self.enter_stream(stream)
+                self.calls.enter_stream(stream)
                 self.current.append(stream)
                 self.blocks.append((stmt, expr.args[0] if isinstance(expr, ast.Call) and expr.args else None))
 
@@ -529,7 +531,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self.expr(stmt.value, stored=True)
                 self.escape(stmt.value)
                 if self.quiet:
-                    self.note_return(stmt.value)
+                    self.calls.note_return(stmt.value)
             self.scope_end()
             self.dead = True
         elif isinstance(stmt, ast.Expr):
@@ -583,7 +585,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 # the current stream uses it, so the allocator must be told (record_stream).
                 self.handed.append((name, side, stmt))
             else:
-                made = self.returned_binding(value, name) or self.made_by(value, name, now)
+                made = self.calls.returned_binding(value, name) or self.made_by(value, name, now)
                 if made is None and name in self._tensors_by_use and self._opaque_call(value):
                     made = self._external(name, now)  # `g = store.flat()`, all-reduced later
             self.rebind(name, made, stmt, now)
@@ -881,7 +883,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
     def expr(self, expr: ast.AST, stored: bool = False) -> None:
         """Evaluate ``expr``; ``stored``: its value is bound, returned or yielded as it is."""
         parents = {child: parent for parent in ast.walk(expr) for child in ast.iter_child_nodes(parent)}
-        passed = self.passed_to_callees(expr)
+        passed = self.calls.passed_to_callees(expr)
         for node in evaluation_order(expr):
             if isinstance(node, ast.Call):
                 self.call(node)
@@ -1007,7 +1009,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         if name in _CURRENT_STREAM_SYNCS:  # a barrier, a comparison read on the host
             self.host_syncs.append((self.current[-1], now, now))
             return
-        self.callee_effects(call, now)
+        self.calls.callee_effects(call, now)
         if name is not None and name.split(".")[-1] in _COLLECTIVES_WRITING_FIRST_ARG and call.args:
             # dist.all_reduce(t), dist.all_gather_into_tensor(out, x): the collective writes its
             # first tensor on the current stream.
@@ -1174,8 +1176,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
 
     def _returns_pending(self, value: ast.Call) -> bool:
         """`host = fetch(x)`: this file's `fetch` returns a non-blocking host copy."""
-        callee = self.callee(value)
-        return callee is not None and self.effects(callee).returns_pending
+        callee = self.calls.callee(value)
+        return callee is not None and self.calls.effects(callee).returns_pending
 
 
 _NOT_READING_ATTRS = frozenset(
@@ -1309,6 +1311,16 @@ def analyze(state: ModuleState, source: str) -> None:
     for walker in functions:
         for event in returned_side_attributes(walker):
             walker.emit(event)
+
+
+def summarise(walker: Binder) -> E.Effects:
+    """Run the stream flow over a callee, quietly, for its effects on its callers."""
+    walker.forget_kinds()
+    flow = StreamFlow(walker, quiet=True)
+    walk(flow, walker.body)
+    flow.finish()
+    walker.forget_kinds()
+    return flow.calls.summary()
 
 
 class _LineIndex:

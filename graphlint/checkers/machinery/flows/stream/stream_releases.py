@@ -28,6 +28,7 @@ from graphlint.checkers.machinery.flows.stream.tensor_state import Storage, Use,
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder
+    from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls
 
 
 @dataclass(eq=False)
@@ -67,7 +68,7 @@ class DeferredReleases:
 
     w: Binder
     current: list[str]
-    unordered_entries: set[str]
+    calls: StreamCalls  # its streams entered unordered, and how a callee is summarised
 
     last_work: dict[str, int]
     waits: list[tuple[str, str, int, int]]
@@ -84,9 +85,6 @@ class DeferredReleases:
         raise NotImplementedError
 
     def tick(self) -> int:  # pragma: no cover
-        raise NotImplementedError
-
-    def summarise(self, walker: Binder) -> E.Effects:  # pragma: no cover
         raise NotImplementedError
 
     def defer(self, storage: Storage, name: str, stmt: ast.stmt | None, uses: list[Use]) -> None:
@@ -168,9 +166,9 @@ class DeferredReleases:
         return None in synced or all(use.stream in waited or use.stream in synced for use in uses)
 
     def _fork_ordered(self, stream: str) -> bool:
-        if stream in self.unordered_entries:
+        if stream in self.calls.unordered_entries:
             return False
-        return E.class_entries_ordered(self.w, stream, self.summarise)
+        return E.class_entries_ordered(self.w, stream, self.calls.summarise)
 
     def _judge(self, release: Deferred, now: int) -> None:
         alloc = release.storage.alloc_stream

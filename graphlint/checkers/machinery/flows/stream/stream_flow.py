@@ -222,9 +222,10 @@ class Alternatives:
     name_ends: list[tuple] = field(default_factory=list)  # and its stream names
 
 
-class StreamFlow(StreamBindings, DeferredReleases, FlowState):
+class StreamFlow(StreamBindings, FlowState):
     """The stream flow over one function (a flow-skeleton state); ``quiet``: summarising the
-    function for its callers (its ``calls``, `stream_calls`), facts and no findings."""
+    function for its callers (its ``calls``, `stream_calls`), facts and no findings. Its
+    ``releases`` (`stream_releases`) judge a release when its memory can be reused."""
 
     def __init__(self, walker: Binder, quiet: bool = False) -> None:
         self.w = walker
@@ -264,7 +265,7 @@ class StreamFlow(StreamBindings, DeferredReleases, FlowState):
         self.entered: set[str] = set()  # streams whose blocks this walk has entered
         self.unpacked: dict[str, frozenset[str]] = {}  # name -> names some `a, b = ...` bound with it
         self.orderings = FunctionOrderings(walker)  # what the function writes of orderings (certainty)
-        self.init_releases()
+        self.releases = DeferredReleases(self)
         self.calls = StreamCalls(self, summarise)
 
     # -- ordering model --------------------------------------------------------------------
@@ -351,7 +352,7 @@ class StreamFlow(StreamBindings, DeferredReleases, FlowState):
         if not self.w.is_module:  # module globals live on
             for storage in sorted(self.tensors.freed_at_scope_end(), key=lambda storage: storage.name):
                 self.check_free(storage, storage.name, None, end)
-        self.settle(None, end)
+        self.releases.settle(None, end)
         self.calls.note_exit(end)
 
     def before(self, stmt: ast.stmt) -> None:
@@ -432,11 +433,11 @@ class StreamFlow(StreamBindings, DeferredReleases, FlowState):
     def fork(self, stmt: ast.stmt) -> Alternatives:
         if isinstance(stmt, _TRIES):
             self.dead = False  # a handler runs after a raise anywhere in the body, even before its return
-        return Alternatives(self._snapshot(), self.names.snapshot(), self.deferred_before(), [self.position])
+        return Alternatives(self._snapshot(), self.names.snapshot(), self.releases.deferred_before(), [self.position])
 
     def branch(self, stmt: ast.stmt, index: int, start: Alternatives) -> None:
         if index:  # each alternative starts from what held before them, not from its sibling
-            self.close_branch(start.deferred)
+            self.releases.close_branch(start.deferred)
             start.ends.append({name: getattr(self, name) for name in self._FORKED})
             for name, value in start.state.items():
                 setattr(self, name, value.copy() if hasattr(value, "copy") else value)
@@ -459,7 +460,7 @@ class StreamFlow(StreamBindings, DeferredReleases, FlowState):
                 self.pending_host = {}  # the branch where CUDA is not in use: no copy is in flight
 
     def join(self, stmt: ast.stmt, start: Alternatives) -> None:
-        self.close_branch(start.deferred)
+        self.releases.close_branch(start.deferred)
         self.names.merge(start.name_ends)
         ends = [*start.ends, {name: getattr(self, name) for name in self._FORKED}]
         start.bounds.append(self.position)
@@ -498,15 +499,15 @@ class StreamFlow(StreamBindings, DeferredReleases, FlowState):
 
     def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
         self.passes[id(stmt)] = 0
-        self.loop_entered(stmt.body)
+        self.releases.loop_entered(stmt.body)
 
     def begin_block(self, body: list[ast.stmt]) -> None:
-        self.pass_began(body)
+        self.releases.pass_began(body)
 
     def exit_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
         if isinstance(stmt, (ast.For, ast.AsyncFor)) and isinstance(stmt.target, ast.Name):
             self.names.counters.pop(stmt.target.id, None)  # the last value: not known
-        self.loop_left()
+        self.releases.loop_left()
         self.dead = False  # the loop may run no pass at all
 
     def simple(self, stmt: ast.stmt) -> None:
@@ -721,7 +722,7 @@ class StreamFlow(StreamBindings, DeferredReleases, FlowState):
             and not self.ordered(use.stream, use.position, storage.alloc_stream, now)
         ]
         if uses:  # the block is reused by the next allocation on its stream: judged then
-            self.defer(storage, name, stmt, uses)
+            self.releases.defer(storage, name, stmt, uses)
 
     def report_release(self, release: Deferred, use: Use) -> None:
         name = release.name
@@ -869,7 +870,7 @@ class StreamFlow(StreamBindings, DeferredReleases, FlowState):
     def _drop_earlier_passes(self, items: list[_T], earlier: Callable[[LoopPass, _T], bool]) -> list[_T]:
         """``items`` less those an enclosing loop's earlier pass made; all of them when every
         one is that old (then the earlier pass is the only evidence there is)."""
-        current = [item for item in items if not any(earlier(loop, item) for loop in self.loops)]
+        current = [item for item in items if not any(earlier(loop, item) for loop in self.releases.loops)]
         return current or items
 
     def _host_synced(self, stream: str, cutoff: int, now: int, floor: int = 0) -> bool:
@@ -920,9 +921,9 @@ class StreamFlow(StreamBindings, DeferredReleases, FlowState):
     def work(self, now: int) -> None:
         """Work queued on the current stream: it may allocate, reusing a block freed there."""
         stream = self.current[-1]
-        self.settle(stream, now)
+        self.releases.settle(stream, now)
         self.last_work[stream] = now
-        self.worked(stream, now)
+        self.releases.worked(stream, now)
 
     def _kept(self, node: ast.AST, parents: dict[ast.AST, ast.AST], stored: bool) -> bool:
         """Is this name only stored (in a display, a constructor, a container, a binding)?"""

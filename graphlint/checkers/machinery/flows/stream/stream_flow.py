@@ -222,10 +222,11 @@ class Alternatives:
     name_ends: list[tuple] = field(default_factory=list)  # and its stream names
 
 
-class StreamFlow(StreamBindings, FlowState):
+class StreamFlow(FlowState):
     """The stream flow over one function (a flow-skeleton state); ``quiet``: summarising the
-    function for its callers (its ``calls``, `stream_calls`), facts and no findings. Its
-    ``releases`` (`stream_releases`) judge a release when its memory can be reused."""
+    function for its callers (its ``calls``, `stream_calls`), facts and no findings. Its parts:
+    ``bindings`` (`stream_bindings`) say what a binding holds and frees, ``releases``
+    (`stream_releases`) judge a release when its memory can be reused."""
 
     def __init__(self, walker: Binder, quiet: bool = False) -> None:
         self.w = walker
@@ -267,6 +268,7 @@ class StreamFlow(StreamBindings, FlowState):
         self.orderings = FunctionOrderings(walker)  # what the function writes of orderings (certainty)
         self.releases = DeferredReleases(self)
         self.calls = StreamCalls(self, summarise)
+        self.bindings = StreamBindings(self)
 
     # -- ordering model --------------------------------------------------------------------
     def tick(self) -> int:
@@ -384,7 +386,7 @@ class StreamFlow(StreamBindings, FlowState):
         counted = self._counter_pass(stmt)
         if isinstance(stmt.target, ast.Name):
             now = self.tick()
-            self.rebind(stmt.target.id, self.loop_binding(stmt.target, stmt.iter, now), stmt, now)
+            self.bindings.rebind(stmt.target.id, self.bindings.loop_binding(stmt.target, stmt.iter, now), stmt, now)
             self.rebound(stmt.target.id, None)
         else:
             self.bind(stmt.target, None, stmt)
@@ -530,7 +532,7 @@ class StreamFlow(StreamBindings, FlowState):
         elif isinstance(stmt, ast.Return):
             if stmt.value is not None:
                 self.expr(stmt.value, stored=True)
-                self.escape(stmt.value)
+                self.bindings.escape(stmt.value)
                 if self.quiet:
                     self.calls.note_return(stmt.value)
             self.scope_end()
@@ -538,7 +540,7 @@ class StreamFlow(StreamBindings, FlowState):
         elif isinstance(stmt, ast.Expr):
             self.expr(stmt.value)
             if isinstance(stmt.value, (ast.Yield, ast.YieldFrom)):
-                self.escape(stmt.value)
+                self.bindings.escape(stmt.value)
             elif isinstance(stmt.value, ast.Call):
                 self._out_arguments(stmt.value)
         else:
@@ -573,7 +575,7 @@ class StreamFlow(StreamBindings, FlowState):
 
     def bind(self, target: ast.AST, value: ast.AST | None, stmt: ast.stmt) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
-            self.unpack(target, value, stmt)
+            self.bindings.unpack(target, value, stmt)
             return
         self.names.bind(target, value, self.current[-1])
         if isinstance(target, ast.Name):
@@ -586,21 +588,21 @@ class StreamFlow(StreamBindings, FlowState):
                 # the current stream uses it, so the allocator must be told (record_stream).
                 self.handed.append((name, side, stmt))
             else:
-                made = self.calls.returned_binding(value, name) or self.made_by(value, name, now)
+                made = self.calls.returned_binding(value, name) or self.bindings.made_by(value, name, now)
                 if made is None and name in self._tensors_by_use and self._opaque_call(value):
-                    made = self._external(name, now)  # `g = store.flat()`, all-reduced later
-            self.rebind(name, made, stmt, now)
+                    made = self.bindings.external(name, now)  # `g = store.flat()`, all-reduced later
+            self.bindings.rebind(name, made, stmt, now)
             self.rebound(name, value)
             self._listed(name, value)
             self._note_block_view(name, value, made)
             return
         # self.attr = x / container[k] = x: x now lives beyond this function.
         if value is not None:
-            self.escape(value)
+            self.bindings.escape(value)
         self._data_swap(target, stmt)
         self.use_target(target, write=True)
         if isinstance(target, ast.Subscript):
-            self.element_written(target, self.made_by(value, source_text(target), self.position), stmt)
+            self.element_written(target, self.bindings.made_by(value, source_text(target), self.position), stmt)
 
     def _note_block_view(self, name: str, value: ast.AST | None, made: Binding | None) -> None:
         """`top = buf[:, :1]` in a stream block: a slice cut there, which a call may fill."""
@@ -648,7 +650,7 @@ class StreamFlow(StreamBindings, FlowState):
             self.tensors.pop(name, None)
             return
         escape(made.storages)  # the list may be returned or saved: its elements are not released here
-        self.rebind(name, made, stmt, self.tick())
+        self.bindings.rebind(name, made, stmt, self.tick())
 
     def _data_swap(self, target: ast.AST, stmt: ast.stmt) -> None:
         """`t.data = new` in a side stream's block that read `t`: its old memory is freed
@@ -676,7 +678,7 @@ class StreamFlow(StreamBindings, FlowState):
         if value is not None:
             self._note_host_copy(name, value)
 
-    def _allocating_stream(self, value: ast.AST) -> str:
+    def allocating_stream(self, value: ast.AST) -> str:
         """The stream a new tensor is made on: the current one, unless the call is handed
         another stream (`f(x, out_alloc_stream=consumer)`), which it may allocate or run on."""
         current = self.current[-1]
@@ -707,7 +709,7 @@ class StreamFlow(StreamBindings, FlowState):
 
     def release(self, name: str, stmt: ast.stmt, now: int) -> None:
         """`del name`: the memory nothing else holds is freed."""
-        self.rebind(name, None, stmt, now)
+        self.bindings.rebind(name, None, stmt, now)
 
     def check_free(self, storage: Storage, name: str, stmt: ast.stmt | None, now: int) -> None:
         """``storage`` is freed at ``now`` (``stmt``; None: the end of the function): is a
@@ -1031,7 +1033,7 @@ class StreamFlow(StreamBindings, FlowState):
             self.host_syncs.append((self.current[-1], now, now))
         if method in _STORING_METHODS or method in _KEEPING_METHODS:
             for arg in [*call.args, *(kw.value for kw in call.keywords)]:
-                self.escape(arg)  # queued or stored: it outlives this function
+                self.bindings.escape(arg)  # queued or stored: it outlives this function
         if method in ("wait_stream", "wait_event", "record", "record_event", "wait", "synchronize"):
             self._ordering_call(call, method, receiver, now)
         elif method == "record_stream" and call.args:

@@ -291,7 +291,7 @@ class CaptureOrigins:
             display = self._displays.get(container)
             if display is None:
                 return None
-            wanted = None if view or container in self.flow._collapsed else key
+            wanted = None if view or container in self.flow.containers.collapsed else key
             for entry_key, part, _ in display[2]:
                 if wanted is None or entry_key is None or entry_key == wanted:
                     sources.append(part)

@@ -14,6 +14,7 @@ import stat
 import tokenize
 import traceback
 import warnings
+from collections.abc import Callable
 
 from graphlint.checkers.machinery.core.model import ModuleSummary
 from graphlint.checkers.machinery.summarize import FileSummarizer
@@ -45,7 +46,11 @@ def read_source(path: str) -> tuple[bytes | None, str | None]:
 
 
 def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    kinds: tuple[tuple[Callable[[int], bool], str], ...] = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
     kinds += ((stat.S_ISSOCK, "a socket"),)
     return next((name for test, name in kinds if test(mode)), "a special file")
 

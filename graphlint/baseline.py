@@ -40,7 +40,9 @@ def _key(finding: Finding, base: Path, read: Callable[[str], bytes | None]) -> K
 
 def write_baseline(file: Path, findings: list[Finding], read: Callable[[str], bytes | None]) -> int:
     base = file.resolve().parent
-    entries = [dict(zip(("path", "code", "source"), _key(f, base, read), strict=True)) for f in findings]
+    entries: list[dict[str, str | int]] = [
+        dict(zip(("path", "code", "source"), _key(f, base, read), strict=True)) for f in findings
+    ]
     for entry, finding in zip(entries, findings, strict=True):
         entry["line"] = finding.line  # for people reading the file; matching ignores it
     file.parent.mkdir(parents=True, exist_ok=True)

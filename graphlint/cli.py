@@ -358,6 +358,7 @@ def _report_fixed(args: argparse.Namespace, fixed: list[Finding]) -> None:
     for path, found in sorted(_by_path(fixed).items()):
         lines.append(f"- {path}:")
         for finding in sorted(found, key=Finding.sort_key):
+            assert finding.fix is not None  # only a finding with a fix is fixed
             where = f"{cell_prefix(finding.cell)}{finding.line}:{finding.column}"
             lines.append(f"    {where} {finding.code} [{finding.name}] {finding.fix.message}")
     print("\n".join(lines), file=sys.stderr)

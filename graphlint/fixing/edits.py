@@ -84,7 +84,7 @@ class _Rewriter(cst.CSTTransformer):
         entry = self.rewrites.get(id(original_node))
         if entry is None:
             return updated_node
-        result = updated_node
+        result: cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] = updated_node
         for rewrite in entry[1]:
             if isinstance(result, cst.FlattenSentinel):
                 raise FixError("two fixes rewrite one statement")
@@ -334,7 +334,7 @@ def _edits_of(text: str, fixes: set[tuple[FixOperation, ...]]) -> dict[tuple[Fix
         parsed = ParsedSource(text, [operation for operations in fixes for operation in operations])
     except FixError:
         return {}
-    edits = {}
+    edits: dict[tuple[FixOperation, ...], tuple[Edit, ...]] = {}
     for operations in fixes:
         try:
             edit = text_edit(text, parsed.render(operations))

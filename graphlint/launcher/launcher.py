@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -64,7 +65,9 @@ class _PatchedNode:
     slots: list[_Slot]
     raw: Any = None  # the same parameters as a C struct, for the direct driver call
     handle_int: int = 0
-    writes: list[tuple[Any, tuple[str, int], int]] | None = None  # (ctypes field in a buffer, tensor key, delta)
+    writes: list[tuple[Any, tuple[str, int], int]] = dataclasses.field(
+        default_factory=list
+    )  # (ctypes field, tensor key, delta)
     extra: bool = False  # arguments passed as one packed `extra` buffer (buffers[0])
     index: int = -1  # the node's index in the capture's snapshot
     on_device: bool = False  # re-pointed by the device-side updater, not by a driver call
@@ -174,7 +177,11 @@ class ParameterizedLauncher:
         if any(f.code == "GL501" for f in self.report.findings):
             raise LauncherRefused("two captures differ (GL501): there is no single graph to re-point")
         self._capture = first
-        self._keep = (second, repeat, moved_repeat)  # alive while analysing: no later capture may reuse their addresses
+        self._keep: tuple[object, ...] = (
+            second,
+            repeat,
+            moved_repeat,
+        )  # alive while analysing: no later capture may reuse their addresses
         self._ordering = capture_attributed(fn, owned, first.snapshot, fixed, warmup)
         self.inputs = first.inputs
         self.outputs = first.outputs
@@ -320,6 +327,7 @@ class ParameterizedLauncher:
         handles = ok(drv.cuGraphGetNodes(graph, len(capture.snapshot.nodes)))[0]
         by_node: dict[int, list[_Slot]] = {}
         for w in words:
+            assert w.delta is not None, w  # an input or output word has its offset in the region (tensor_index)
             by_node.setdefault(w.node, []).append(
                 _Slot(w.param, w.offset, analysis.tensor_index(w), w.delta, w.role, w.width)
             )

@@ -43,7 +43,7 @@ def is_host_annotation(annotation: ast.expr | None, resolve: Resolve) -> bool:
             return is_host_annotation(annotation.slice, resolve)
         annotation = annotation.value
     name = resolve(annotation) if annotation is not None else None
-    return bool(name) and name.split(".")[0] == "numpy"
+    return name is not None and name.split(".")[0] == "numpy"
 
 
 def host_attributes(
@@ -84,7 +84,7 @@ def _numpy_call(value: ast.expr | None, resolve: Resolve) -> bool:
     if not isinstance(value, ast.Call):
         return False
     name = resolve(value.func)
-    return bool(name) and name.split(".")[0] == "numpy"
+    return name is not None and name.split(".")[0] == "numpy"
 
 
 def read_attribute(w: FunctionWalker, receiver: ast.expr) -> tuple[str, str] | None:

@@ -93,14 +93,14 @@ class FileSummarizer:
         bind_torch_aliases(module_level_statements(st.tree.body), st.imports)
         # Whole-tree scans only for files that mention what they look for.
         if "register_generator_state" in self.source or "make_graphed_callables" in self.source:
-            for node in ast.walk(st.tree):
-                if isinstance(node, ast.Call):
-                    func = node.func
+            for call in ast.walk(st.tree):
+                if isinstance(call, ast.Call):
+                    func = call.func
                     tail = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-                    if tail == "register_generator_state" and node.args:
-                        st.registered_generators.add(source_text(node.args[0]))
+                    if tail == "register_generator_state" and call.args:
+                        st.registered_generators.add(source_text(call.args[0]))
                     elif tail == "make_graphed_callables":
-                        self._graphed_calls.append(node)
+                        self._graphed_calls.append(call)
         for node in module_level_statements(st.tree.body):
             if isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
                 st.defs[node.name] = f"{st.module}.{node.name}"
@@ -163,11 +163,11 @@ class FileSummarizer:
         # Attribute kinds from `self.x = ...` in every method, __init__ first.
         for qualname, node in st.class_nodes.items():
             attrs = st.class_attrs[qualname]
-            methods = sorted(
+            init_first = sorted(
                 (item for item in node.body if isinstance(item, FUNCTION_NODES)),
                 key=lambda item: item.name != "__init__",
             )
-            for method in methods:
+            for method in init_first:
                 walker = FunctionWalker(
                     st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False
                 )
@@ -189,7 +189,7 @@ class FileSummarizer:
             for attr, ty in attrs.items():
                 if ty.kind == T.INSTANCE and ty.ref:
                     summary.attr_classes[attr] = ty.ref
-            summary.host_attrs = host_attributes(node, attrs, methods, _resolver(st))
+            summary.host_attrs = host_attributes(node, attrs, init_first, _resolver(st))
 
     def _prescan_file_facts(self) -> None:
         """Modules passed to make_graphed_callables anywhere in the file (for GL113)."""

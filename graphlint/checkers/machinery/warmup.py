@@ -278,7 +278,7 @@ def _separated(
     for child, parent in pairwise(call_path):
         if id(parent) in on_path:
             return _across_branches(w, func, parent, child, _child_towards(parent, on_path, stmt))
-        if isinstance(parent, ast.If) and child.lineno < stmt.lineno:
+        if isinstance(parent, ast.If) and isinstance(child, (ast.expr, ast.stmt)) and child.lineno < stmt.lineno:
             branch = _branch(parent, child)
             if branch in ("body", "orelse") and exits(getattr(parent, branch)):
                 return _is_state(w, func, parent.test)  # `if warm_needed: f(); return` then capture

@@ -501,8 +501,12 @@ class ReplayGuard:
         for graph_id, state in self._graphs.items():
             if state.replays and any(start <= ptr < start + size for start, size in state.output_ranges):
                 key = id(tensor)
+
+                def forget(_: object, k: int = key) -> None:
+                    self._handles.pop(k, None)
+
                 self._handles[key] = (
-                    weakref.ref(tensor, lambda _, k=key: self._handles.pop(k, None)),
+                    weakref.ref(tensor, forget),
                     graph_id,
                     state.replays,
                 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.call_naming import CallNaming
@@ -65,8 +66,9 @@ class _WithFrame:
     graphed_before: int
 
 
-class FunctionWalker(ValueKinds, CallNaming, FlowState):
-    """The binder of one function: bindings, regions, calls, and the detectors' events."""
+class FunctionWalker(FlowState):
+    """The binder of one function: bindings, regions, calls, and the detectors' events. It owns
+    the parts that answer for it: `kinds` (what a value is) and `naming` (what a call runs)."""
 
     loop_passes = 1  # kinds are not iterated to a fixed point; a second pass would double regions
 
@@ -95,8 +97,8 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         self.regions: tuple[int, ...] = ()
         self.guarded = False
         self.graphed_calls = 0
-        self._ty_cache: dict[int, T.Ty | None] = {}
-        self.used_as_tensor: set[int] = set()  # value expressions of bindings used as tensors (tensor_uses)
+        self.kinds = ValueKinds(state, self.resolve, self.lookup)
+        self.naming = CallNaming(self)
         self.capture_contexts: dict[str, ast.Call] = {}  # ctx = torch.cuda.graph(g)
         self.graph_context_names: set[str] = set()  # graph_ctx = torch.cuda.graph (capture_values)
         self.is_module = isinstance(node, ast.Module)
@@ -135,7 +137,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
                 continue
             self.summary.params.append(arg.arg)
             if arg.annotation is not None:
-                ty = self.annotation_ty(arg.annotation)
+                ty = self.kinds.annotation_ty(arg.annotation)
                 if ty is not None:
                     self.env[arg.arg] = ty
         self._kinds_from_use(node)
@@ -148,7 +150,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         found = tensor_uses(node, params, self.resolve)
         for name in found.params:
             self.env[name] = T.T_TENSOR
-        self.used_as_tensor = found.values
+        self.kinds.used_as_tensor = found.values
 
     # -- queries for detectors and flows -------------------------------------------------
     def chain(self) -> Iterator[FunctionWalker]:
@@ -210,7 +212,19 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
 
     def forget_kinds(self) -> None:
         """Drop memoised kinds: bindings changed (a flow walks the body again)."""
-        self._ty_cache.clear()
+        self.kinds.forget()
+
+    def ty(self, node: ast.AST | None) -> T.Ty | None:
+        """The kind of value ``node`` evaluates to (`ValueKinds.ty`)."""
+        return self.kinds.ty(node)
+
+    def annotation_ty(self, annotation: ast.expr) -> T.Ty | None:
+        """The kind of value an annotation declares (`ValueKinds.annotation_ty`)."""
+        return self.kinds.annotation_ty(annotation)
+
+    def call_target(self, call: ast.Call) -> CallTarget | None:
+        """What ``call`` runs, as far as this file can tell (`CallNaming.call_target`)."""
+        return self.naming.call_target(call)
 
     def capturing_guard(self, test: ast.expr) -> bool | None:
         """True if ``test`` holds whenever we are capturing (its else-branch never runs in a
@@ -288,10 +302,10 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         if self.record and not self.guarded:
             line, col, end_line, end_col = self.st.span(node)
             self.summary.calls.append(
-                CallRef(target, line, col, self.regions, self.typed_args(node), end_line, end_col)
+                CallRef(target, line, col, self.regions, self.naming.typed_args(node), end_line, end_col)
             )
 
-    def _new_region(self, node: ast.AST, label: str, target: CallTarget | None, kind: str = GRAPH) -> int:
+    def _new_region(self, node: ast.stmt, label: str, target: CallTarget | None, kind: str = GRAPH) -> int:
         self.st.summary.regions.append(Region(node.lineno, label, target, kind))
         return len(self.st.summary.regions) - 1
 
@@ -315,7 +329,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
 
     def before(self, stmt: ast.stmt) -> None:
         """Track `capture_begin()` ... `capture_end()` spans among a block's statements."""
-        self._ty_cache.clear()  # bindings change between statements
+        self.kinds.forget()  # bindings change between statements
         block = self._blocks[-1]
         begin = method_call_receiver(stmt, "capture_begin")
         if begin is not None and block.open_capture is None:
@@ -378,12 +392,13 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
 
     def _test(self, expr: ast.expr, what: str) -> None:
         """A condition is tested; of `a and b` only the operands a capture evaluates are."""
-        skipped = short_circuited(expr, self.stream_capture_value) if isinstance(expr, ast.BoolOp) else []
-        if not skipped:
-            self._event("test", expr, what)
-            return
-        for operand in expr.values[: len(expr.values) - len(skipped)]:
-            self._event("test", operand, what)
+        if isinstance(expr, ast.BoolOp):
+            skipped = short_circuited(expr, self.stream_capture_value)
+            if skipped:
+                for operand in expr.values[: len(expr.values) - len(skipped)]:
+                    self._event("test", operand, what)
+                return
+        self._event("test", expr, what)
 
     def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
         it = stmt.iter
@@ -439,7 +454,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
             self.expr(stmt.value)
             self.capture_flags.note(stmt.target, self.stream_capture_value(stmt.value), self.regions)
             note_assignment(self, stmt.target, stmt.value)
-            self._bind(stmt.target, self.ty(stmt.value) or self.annotation_ty(stmt.annotation))
+            self._bind(stmt.target, self.ty(stmt.value) or self.kinds.annotation_ty(stmt.annotation))
 
     def _aug_assign(self, stmt: ast.AugAssign) -> None:
         self.expr(stmt.value)
@@ -577,19 +592,19 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         while stack:
             current = pop()
             kind = type(current)
-            if kind is ast.Call:
+            if isinstance(current, ast.Call):
                 self._visit_call(current)
             elif kind is ast.Subscript:
                 for hook in hooks.get("Subscript"):
                     hook(self, current)
-            elif kind is ast.IfExp:
+            elif isinstance(current, ast.IfExp):
                 self._test(current.test, "conditional expression")
             elif kind is ast.JoinedStr:
                 for hook in hooks.get("JoinedStr"):
                     hook(self, current)
             elif kind is ast.Lambda:
                 continue
-            elif kind is ast.BoolOp and not self.guarded:
+            elif isinstance(current, ast.BoolOp) and not self.guarded:
                 self._short_circuit(current, push)
                 continue
             elif (kind is ast.Yield or kind is ast.YieldFrom) and self.regions:
@@ -628,7 +643,7 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
         name = self.resolve(call.func)
         for hook in self.hooks.get("Call"):
             hook(self, call, name)
-        self.note_entries(call, name)
+        self.naming.note_entries(call, name)
         callee = self.ty(call.func)
         if callee is not None and callee.kind == T.GRAPHED:
             self.graphed_calls += 1
@@ -637,9 +652,9 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
             self.record_call(target, call)
             return
         if self.regions and self.record and not self.guarded:
-            self.opaque(call.func, call, "call")
+            self.naming.opaque(call.func, call, "call")
         if self.record:
-            target = self.value_call(call)
+            target = self.naming.value_call(call)
             if target is not None:
                 self.record_call(target, call)
 
@@ -657,7 +672,8 @@ class FunctionWalker(ValueKinds, CallNaming, FlowState):
             self.summary.returns.append(target)
 
 
-_SIMPLE = {
+# Each handler takes the statement type it is filed under, which a dict's type cannot say key by key.
+_SIMPLE: dict[type[ast.stmt], Callable[[FunctionWalker, Any], None]] = {
     ast.Assign: FunctionWalker._assign,
     ast.AnnAssign: FunctionWalker._ann_assign,
     ast.AugAssign: FunctionWalker._aug_assign,
@@ -666,11 +682,11 @@ _SIMPLE = {
     ast.Nonlocal: FunctionWalker._global,
     ast.Return: FunctionWalker._return,
 }
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
 _SCALAR_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "is_async"})
 
 
-def _child_fields(kind: type) -> tuple[str, ...]:
+def _child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
     """The fields of an expression node type that hold child expressions (cached per type)."""
     fields = _CHILD_FIELDS.get(kind)
     if fields is None:

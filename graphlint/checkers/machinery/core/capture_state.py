@@ -102,7 +102,7 @@ def capture_value(
         name = resolve(test.func)  # once: the binder asks this of every assignment's value
         if name == "bool" and len(test.args) == 1 and not test.keywords:
             return capture_value(test.args[0], resolve, known, leaf)
-        if name in known:
+        if name is not None and name in known:
             return known[name]
     return None if leaf is None else leaf(test)
 
@@ -270,10 +270,9 @@ def _bound_once(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
             rebound.update(node.names)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             rebound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        elif (isinstance(node, (*FUNCTION_NODES, ast.ClassDef)) and node is not function) or (
-            isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name
-        ):
-            rebound.add(node.name)
+        elif isinstance(node, (*FUNCTION_NODES, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            if node.name and node is not function:  # a handler's or pattern's name may be None
+                rebound.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             rebound.add(node.rest)
     return {name for name, count in counts.items() if count == 1 and name not in rebound}

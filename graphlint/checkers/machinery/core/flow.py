@@ -18,10 +18,13 @@ k+1), like mypy's binder before it iterates to a fixed point.
 from __future__ import annotations
 
 import ast
+import sys
 from typing import Any
 
-_TRY_STAR = getattr(ast, "TryStar", None)  # Python 3.11+
-_TRIES: tuple[type, ...] = (ast.Try, _TRY_STAR) if _TRY_STAR is not None else (ast.Try,)
+if sys.version_info >= (3, 11):
+    _TRIES: tuple[type[ast.Try] | type[ast.TryStar], ...] = (ast.Try, ast.TryStar)
+else:  # no `try`/`except*` before Python 3.11
+    _TRIES = (ast.Try,)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _WITHS = (ast.With, ast.AsyncWith)

@@ -1,15 +1,16 @@
 """Value kinds for the file phase: what an expression evaluates to (tensor, host tensor,
 mask, Python value, stream, optimizer, module instance, ...), given a walker's bindings.
 
-A mixin of `FunctionWalker`: it reads the walker's bindings (`lookup`), names (`resolve`)
-and the module's class knowledge (`st`), and memoises per statement (`ty`).
+A part the binder (`FunctionWalker`) owns: it is handed the walker's bindings (`lookup`), names
+(`resolve`) and the module's class knowledge (`state`), and memoises until the walker says the
+bindings changed (`forget`).
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.tensor_values import is_str_expr
@@ -47,14 +48,23 @@ def is_cudagraph_compile(resolve: Callable[[ast.AST], str | None], node: ast.AST
 
 
 class ValueKinds:
-    """Typing methods shared by every walker (see the module docstring)."""
+    """The value kinds of one walker's expressions (see the module docstring)."""
 
-    # Set by the walker these methods are mixed into (binder.FunctionWalker).
-    st: ModuleState
-    resolve: Callable[[ast.AST], str | None]
-    lookup: Callable[[str], T.Ty | None]
-    used_as_tensor: set[int]
-    _ty_cache: dict[int, T.Ty | None]
+    def __init__(
+        self,
+        state: ModuleState,
+        resolve: Callable[[ast.AST], str | None],
+        lookup: Callable[[str], T.Ty | None],
+    ) -> None:
+        self.st = state
+        self.resolve = resolve
+        self.lookup = lookup
+        self.used_as_tensor: set[int] = set()  # value expressions of bindings used as tensors (tensor_uses)
+        self._ty_cache: dict[int, T.Ty | None] = {}
+
+    def forget(self) -> None:
+        """Drop memoised kinds: the walker's bindings changed."""
+        self._ty_cache.clear()
 
     def annotation_ty(self, annotation: ast.expr) -> T.Ty | None:
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
@@ -459,8 +469,9 @@ _TORCH_DTYPES = frozenset(
 )
 
 
-# The kind of an expression, by its node type (a dict: faster than a chain of isinstance).
-_KIND_OF = {
+# The kind of an expression, by its node type (a dict: faster than a chain of isinstance). Each
+# method takes the node type it is filed under, which a dict's type cannot say key by key.
+_KIND_OF: dict[type[ast.AST], Callable[[ValueKinds, Any], T.Ty | None]] = {
     ast.Name: ValueKinds._name_ty,
     ast.Constant: ValueKinds._constant_ty,
     ast.List: ValueKinds._sequence_ty,

@@ -7,12 +7,14 @@ import ast
 import builtins
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.call_targets import CallTarget
 from graphlint.checkers.machinery.core.capture_state import guard_calls, stream_capture_calls
 from graphlint.checkers.machinery.core.model import FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.core.names import ImportMap, canonical
+from graphlint.checkers.machinery.core.syntax import Located
 from graphlint.checkers.machinery.detectors import Hooks
 
 _BUILTINS = frozenset(dir(builtins))
@@ -75,6 +77,7 @@ class Binder(Protocol):
     locals: set[str]
     summary: FunctionSummary
     regions: tuple[int, ...]
+    graphed_calls: int  # calls so far of make_graphed_callables results
     graph_context_names: set[str]  # locals bound to a graph capture context (capture_values)
 
     @property
@@ -86,7 +89,7 @@ class Binder(Protocol):
 
     def lookup(self, name: str) -> T.Ty | None: ...
 
-    def call_target(self, call: ast.Call) -> object | None: ...
+    def call_target(self, call: ast.Call) -> CallTarget | None: ...
 
     def chain(self) -> Iterator[Binder]: ...
 
@@ -145,13 +148,16 @@ class ModuleState:
         return byte_offset + 1
 
     def span(self, node: ast.AST) -> tuple[int, int, int, int]:
-        line = node.lineno
-        end_line = node.end_lineno or line
+        """Where ``node`` is. Every node a finding, call or region points at has a position (an
+        expression, a statement, an argument), which `ast.AST`'s type does not say."""
+        at = cast(Located, node)
+        line = at.lineno
+        end_line = at.end_lineno or line
         return (
             line,
-            self.column(line, node.col_offset),
+            self.column(line, at.col_offset),
             end_line,
-            self.column(end_line, node.end_col_offset if node.end_col_offset is not None else node.col_offset),
+            self.column(end_line, at.end_col_offset if at.end_col_offset is not None else at.col_offset),
         )
 
     # -- names -------------------------------------------------------------------------

@@ -5,10 +5,30 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import Protocol, TypeGuard, cast
 
 from graphlint.checkers.machinery.core.names import source_text
 
 FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class Located(Protocol):
+    """A node with a place in the source (an expression, a statement, an argument, ...): what a
+    finding or a region points at. `ast.AST` itself promises no position."""
+
+    @property
+    def lineno(self) -> int: ...
+
+    @property
+    def col_offset(self) -> int: ...
+
+    @property
+    def end_lineno(self) -> int | None: ...
+
+    @property
+    def end_col_offset(self) -> int | None: ...
+
+
 _SCOPES = (*FUNCTION_NODES, ast.ClassDef, ast.Lambda)
 
 
@@ -106,7 +126,12 @@ def unquoted_annotation(node: ast.expr) -> ast.expr | None:
     return node
 
 
-def is_self_attr(node: ast.expr) -> bool:
+def line_of(node: ast.AST) -> int:
+    """The first line of ``node``, a node with a position (`Located`) that its type does not show."""
+    return cast(Located, node).lineno
+
+
+def is_self_attr(node: ast.AST) -> TypeGuard[ast.Attribute]:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 

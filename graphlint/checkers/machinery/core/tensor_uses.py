@@ -322,12 +322,12 @@ _STATEMENTS: dict[type, Callable[[_Scan, ast.stmt], None]] = {
     ast.Global: _Scan.shared_names,  # type: ignore[dict-item]
     ast.Nonlocal: _Scan.shared_names,  # type: ignore[dict-item]
 }
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
 # Fields that hold no expression (or only ones that cannot prove a tensor: a keyword's name).
 _LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "value_str"})
 
 
-def _child_fields(kind: type) -> tuple[str, ...]:
+def _child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
     """The fields of an expression node type that hold child nodes (cached per type)."""
     fields = _CHILD_FIELDS.get(kind)
     if fields is None:

@@ -70,12 +70,13 @@ def view_root(node: ast.expr, resolve: Callable[[ast.AST], str | None]) -> ast.e
         if isinstance(node, ast.Subscript) or (isinstance(node, ast.Attribute) and node.attr in VIEW_ATTRS):
             node = node.value
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and returns_receiver(node.func.attr):
-            if resolve(node.func) is not None:
-                if resolve(node.func) in TORCH_VIEW_FUNCTIONS and node.args:
+            func = node.func
+            if resolve(func) is not None:
+                if resolve(func) in TORCH_VIEW_FUNCTIONS and node.args:
                     node = node.args[0]
                     continue
                 return node
-            node = node.func.value
+            node = func.value
         else:
             return node
 

@@ -95,6 +95,7 @@ class CallContexts:
         callee = site[1]
         if callee is None:
             return None
+        values: set[str] | frozenset[str]
         if callee[0] == "v" and callee[1] in context:
             values = self._held(callee[1], context)
         elif callee[0] == "a" and callee[1][0] == "v" and callee[1][1] in context:

@@ -140,22 +140,22 @@ def _with_regions(
     texts = {(o.function, o.line): o.text for o in summary.opaque}  # how a ValueCall is written
     for function in summary.functions.values():
         for call in function.calls:
-            region_id = project.active_region(summary, call.regions) if call.regions else None
-            if region_id is not None:
+            active = project.active_region(summary, call.regions) if call.regions else None
+            if active is not None:
                 text = texts.get((function.display, call.line))
                 judged = _judge_call(project, call, function, text)
                 if (judged is None and isinstance(call.target, ValueCall)) or (judged and judged.status != RESOLVED):
                     judged = _placed(origins, call.flow_key(function.qualname), call.target, text, judged)
                 _add(
-                    found[region_id].callables,
+                    found[active].callables,
                     judged if _is_function(call.target) else _unless_library(judged, library),
                 )
                 if judged is not None and isinstance(call.target, ValueCall):
                     followed.add((function.display, call.line))
     for opaque in summary.opaque:
-        region_id = project.active_region(summary, opaque.regions) if opaque.regions else None
-        if opaque.kind == "call" and region_id is not None and (opaque.function, opaque.line) not in followed:
-            _add(found[region_id].callables, _unless_library(_judge_opaque(opaque), library))
+        active = project.active_region(summary, opaque.regions) if opaque.regions else None
+        if opaque.kind == "call" and active is not None and (opaque.function, opaque.line) not in followed:
+            _add(found[active].callables, _unless_library(_judge_opaque(opaque), library))
     return list(found.values())
 
 

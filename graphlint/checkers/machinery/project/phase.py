@@ -115,6 +115,7 @@ class Project(Resolver):
                 return None
             return self._finding(path, hazard, rule, hazard.message, ())
         region = self.active_region(summary, hazard.regions) if hazard.regions else None
+        call_path: tuple[CallSite, ...]
         if region is not None:
             kind, call_path = summary.regions[region].kind, ()
         elif reached is not None:

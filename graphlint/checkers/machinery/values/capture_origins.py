@@ -105,8 +105,9 @@ class CaptureOrigins:
         if target[0] == "v":
             self._assigned.setdefault(target[1].partition("#")[0], []).append(value)
             for part in _alternatives(value):
-                if part[0] in ("v", "g") and self._name(part) is not None:
-                    self._held_in.setdefault(self._name(part), []).append(target[1].partition("#")[0])
+                named = self._name(part) if part[0] in ("v", "g") else None
+                if named is not None:
+                    self._held_in.setdefault(named, []).append(target[1].partition("#")[0])
         elif target[0] == "a":
             self._attr_stores.setdefault(target[2], []).append((target[1], value))
             if not self._names_class(target[1]):
@@ -290,7 +291,7 @@ class CaptureOrigins:
             display = self._displays.get(container)
             if display is None:
                 return None
-            wanted = None if view or container in self.flow._collapsed else key
+            wanted = None if view or container in self.flow.containers.collapsed else key
             for entry_key, part, _ in display[2]:
                 if wanted is None or entry_key is None or entry_key == wanted:
                     sources.append(part)

@@ -17,7 +17,7 @@ elements: indexing or iterating it gives the value itself (`*args` holds the arg
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 _EMPTY: frozenset[str] = frozenset()
 _UNKNOWN = "*"
@@ -30,31 +30,34 @@ def is_container(value: str) -> bool:
 
 
 class ContainerFlow:
-    """The container part of `value_flow.ValueFlow` (a mixin: it uses the solver's locations)."""
+    """The solver's containers (see the module docstring): a part `value_flow.ValueFlow` owns
+    (its ``containers``). It keeps each container's keys and which lists no longer count
+    positions, and reads and stores the solver's locations through the functions it is handed."""
 
-    _keys: dict[str, set[str]]
-    _collapsed: set[str]
-    _constants: dict[str, str | None]
-    values: dict[str, set[str]]
-
-    # -- provided by ValueFlow -----------------------------------------------------------------
-    def evaluate(self, expr: tuple | None) -> set[str] | frozenset[str]:  # pragma: no cover
-        raise NotImplementedError
-
-    def _read(self, location: str) -> set[str] | frozenset[str]:  # pragma: no cover
-        raise NotImplementedError
-
-    def _add(self, location: str, values: set[str] | frozenset[str]) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _touch(self, location: str) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _assign(self, target: tuple, values: set[str] | frozenset[str]) -> None:  # pragma: no cover
-        raise NotImplementedError
+    def __init__(
+        self,
+        values: dict[str, set[str]],
+        constants: dict[str, str | None],
+        evaluate: Callable[[tuple | None], set[str] | frozenset[str]],
+        read: Callable[[str], set[str] | frozenset[str]],
+        add: Callable[[str, set[str] | frozenset[str]], None],
+        touch: Callable[[str], None],
+        assign: Callable[[tuple, set[str] | frozenset[str]], None],
+        locations_of: Callable[[tuple], tuple[str, ...]],
+    ) -> None:
+        self.values = values  # the solver's locations -> what they hold
+        self._constants = constants  # module-level constants (key -> repr), the solver's
+        self.evaluate = evaluate
+        self._read = read
+        self._add = add
+        self._touch = touch
+        self._assign = assign
+        self._locations_of = locations_of  # the locations a name read reads
+        self._keys: dict[str, set[str]] = {}  # container -> its keys
+        self.collapsed: set[str] = set()  # lists whose positions no longer count
 
     # -- building --------------------------------------------------------------------------------
-    def _display(self, expr: tuple) -> set[str]:
+    def display(self, expr: tuple) -> set[str]:
         """`[f, *gs]`, `{"a": f, **d}`: the container value, its entries stored per key."""
         _, site, entries = expr
         for key, part, splat in entries:
@@ -100,7 +103,7 @@ class ContainerFlow:
         self._store(container, None, loose)
 
     # -- reading ----------------------------------------------------------------------------------
-    def _subscript(self, expr: tuple) -> set[str]:
+    def subscript(self, expr: tuple) -> set[str]:
         """`x[k]`: under a constant key, what the key holds; otherwise every key's values."""
         _, base, key = expr
         if key is not None and not isinstance(key, str):
@@ -113,7 +116,7 @@ class ContainerFlow:
                 found.add(value)
         return found
 
-    def _slice(self, expr: tuple) -> set[str]:
+    def sliced(self, expr: tuple) -> set[str]:
         """`x[1:3]`: a view of each list the value holds; another value as it is."""
         _, base, view = expr
         found: set[str] = set()
@@ -134,7 +137,7 @@ class ContainerFlow:
         if key is None or base[1] == "s" or (base[1] in _POSITIONAL and key[0] == "-"):
             return self._all(base)
         self._registry(base)  # a later store or collapse re-reads
-        if base in self._collapsed:
+        if base in self.collapsed:
             return self._all(base)
         return self._slot(base, key) | self._slot(base, _UNKNOWN)
 
@@ -174,7 +177,7 @@ class ContainerFlow:
                 found.add(value)
         return found
 
-    def _views(self, expr: tuple) -> set[str]:
+    def views(self, expr: tuple) -> set[str]:
         """`list(xs)`, `sorted(xs)`, `zip(a, b)`: the same elements, their positions unknown."""
         found: set[str] = set()
         for part in expr[1:]:
@@ -191,11 +194,8 @@ class ContainerFlow:
                 return held
         return None
 
-    def _locations_of(self, expr: tuple) -> tuple[str, ...]:  # pragma: no cover - ValueFlow's
-        raise NotImplementedError
-
     # -- storing ---------------------------------------------------------------------------------
-    def _assign_element(self, target: tuple, values: set[str] | frozenset[str]) -> None:
+    def assign_element(self, target: tuple, values: set[str] | frozenset[str]) -> None:
         """`x[k] = v`, `x.append(v)`, `x[1:2] = vs`, `d.update(other)` into each container ``x``
         holds; a receiver holding none keeps the values itself (the older reading)."""
         tag, base = target[0], target[1]
@@ -217,18 +217,18 @@ class ContainerFlow:
 
     def _collapse(self, container: str) -> None:
         base = container.partition("|")[0]
-        if base[1] == _SHIFTABLE and base not in self._collapsed:
-            self._collapsed.add(base)
+        if base[1] == _SHIFTABLE and base not in self.collapsed:
+            self.collapsed.add(base)
             self._touch(f"{base}[#]")
 
-    def _shift(self, expr: tuple) -> frozenset[str]:
+    def shift(self, expr: tuple) -> frozenset[str]:
         """`xs.pop(0)`, `xs.sort()`, `del xs[0]`: the lists ``xs`` holds lose their positions."""
         for value in sorted(self.evaluate(expr[1])):
             if is_container(value):
                 self._collapse(value)
         return _EMPTY
 
-    def _escape(self, values: Iterable[str]) -> None:
+    def escape(self, values: Iterable[str]) -> None:
         """Lists passed to code outside the project may be reordered there."""
         for value in sorted(values):
             if is_container(value):

@@ -52,7 +52,9 @@ kind), kind "f" function, "m" method, "s" staticmethod, "c" classmethod, "p" pro
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 from graphlint.checkers.machinery.core.model import FunctionSummary
 from graphlint.checkers.machinery.core.module_state import ModuleState
@@ -139,7 +141,8 @@ class FactRecorder:
         self.defs: dict[str, tuple] = {}
         self._strings: dict[str, str] = {}
         self._declared: set[str] = set()  # names some function declares global or nonlocal
-        self._expr = {
+        # Each handler takes the node type it is filed under: a mapping mypy cannot express per key.
+        self._expr: dict[type[ast.AST], Callable[[_Scope, Any], Expr | None]] = {
             ast.Name: self._name_load,
             ast.Attribute: self._attribute,
             ast.Call: self._call,
@@ -205,7 +208,7 @@ class FactRecorder:
         in the same scope sees the assignment before it (straight-line code runs in order)."""
         counts: dict[str, int] = {}
         for stmt in body:
-            if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+            if isinstance(stmt, ast.Assign) and _names_only(stmt.targets):
                 for target in stmt.targets:
                     counts[target.id] = counts.get(target.id, 0) + 1
         repeated = {name for name, count in counts.items() if count > 1}
@@ -213,14 +216,14 @@ class FactRecorder:
             repeated -= scope.globals | _bound_elsewhere(body, scope.kind == "module")
             scope.versioned = frozenset(repeated)
         for stmt in body:
-            if scope.versioned and isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
-                self._versioned_assign(scope, stmt)
+            if scope.versioned and isinstance(stmt, ast.Assign) and _names_only(stmt.targets):
+                self._versioned_assign(scope, stmt.targets, stmt.value)
             else:
                 self._stmt(scope, stmt)
 
-    def _versioned_assign(self, scope: _Scope, stmt: ast.Assign) -> None:
-        value = self.ex(scope, stmt.value)
-        for target in stmt.targets:
+    def _versioned_assign(self, scope: _Scope, targets: list[ast.Name], value_node: ast.expr) -> None:
+        value = self.ex(scope, value_node)
+        for target in targets:
             forget_name(scope.memory, target.id)
             where = self._name_store(scope, target.id)
             if value is not None:
@@ -235,16 +238,15 @@ class FactRecorder:
             self._stmt(scope, stmt)
 
     def _stmt(self, scope: _Scope, stmt: ast.stmt) -> None:
-        kind = type(stmt)
-        straight = kind in STRAIGHT
-        if kind is ast.If:
+        straight = type(stmt) in STRAIGHT
+        if isinstance(stmt, ast.If):
             self._branches(scope, stmt)
         elif not straight:
             scope.memory.clear()
-            if kind is ast.Delete:
+            if isinstance(stmt, ast.Delete):
                 self._delete(scope, stmt)
-        if kind is not ast.If:
-            self._dispatch(scope, stmt, kind)
+        if not isinstance(stmt, ast.If):
+            self._dispatch(scope, stmt)
         if not straight:
             scope.memory.clear()
 
@@ -265,28 +267,28 @@ class FactRecorder:
                 if base is not None:
                     self.facts.append(("x", ("z", base)))
 
-    def _dispatch(self, scope: _Scope, stmt: ast.stmt, kind: type) -> None:
-        if kind is ast.Assign:
+    def _dispatch(self, scope: _Scope, stmt: ast.stmt) -> None:
+        if isinstance(stmt, ast.Assign):
             self._assign(scope, stmt.targets, stmt.value)
-        elif kind is ast.Expr:
+        elif isinstance(stmt, ast.Expr):
             self._effect(scope, stmt.value)
-        elif kind is ast.Return:
+        elif isinstance(stmt, ast.Return):
             if stmt.value is not None:
                 self._returned(scope, self.ex(scope, stmt.value))
-        elif kind is ast.AnnAssign or kind is ast.AugAssign:
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
             value = self.ex(scope, stmt.value) if stmt.value is not None else None
-            if kind is ast.AnnAssign and scope.kind != "module":
+            if isinstance(stmt, ast.AnnAssign) and scope.kind != "module":
                 value = _join(value, self._annotation(scope, stmt.annotation))
             self._store(scope, stmt.target, value)
-        elif kind is ast.For or kind is ast.AsyncFor:
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             self._store_loop(scope, stmt.target, stmt.iter)
             self._body(scope, stmt.body)
             self._body(scope, stmt.orelse)
-        elif kind in FUNCTION_NODES:
+        elif isinstance(stmt, FUNCTION_NODES):
             self._function(scope, stmt)
-        elif kind is ast.ClassDef:
+        elif isinstance(stmt, ast.ClassDef):
             self._class(scope, stmt)
-        elif kind is ast.Raise and stmt.exc is not None:
+        elif isinstance(stmt, ast.Raise) and stmt.exc is not None:
             self._raise(scope, stmt.exc)
         else:
             self._compound(scope, stmt)
@@ -341,12 +343,11 @@ class FactRecorder:
     def _assign(self, scope: _Scope, targets: list[ast.expr], value_node: ast.expr) -> None:
         elements = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) else None
         pairwise = elements is not None and not any(isinstance(e, ast.Starred) for e in elements)
-        if pairwise and all(
-            isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) == len(elements) and not _starred(t) for t in targets
-        ):
+        unpacked = _same_width(targets, len(elements)) if pairwise and elements is not None else None
+        if elements is not None and unpacked is not None:
             values = [self.ex(scope, element) for element in elements]
-            for target in targets:
-                for inner, value in zip(target.elts, values, strict=True):
+            for unpacked_target in unpacked:
+                for inner, value in zip(unpacked_target.elts, values, strict=True):
                     self._store(scope, inner, value)
             return
         value = self.ex(scope, value_node)
@@ -358,25 +359,24 @@ class FactRecorder:
             self._store_nothing(scope, target)
             self._remember(scope, target, None)
             return
-        kind = type(target)
-        if kind is ast.Name:
+        if isinstance(target, ast.Name):
             forget_name(scope.memory, target.id)
             self.facts.append(("=", self._name_store(scope, target.id), value))
-        elif kind is ast.Attribute:
+        elif isinstance(target, ast.Attribute):
             base = self.ex(scope, target.value)
             if base is not None and base[0] in ("v", "g", "a"):
                 self.facts.append(("=", _attribute(base, self.intern(target.attr)), value))
             self._remember(scope, target, value)
-        elif kind is ast.Subscript and _instance_dict_key(target) is not None:
+        elif isinstance(target, ast.Subscript) and (attribute := _instance_dict_key(target)) is not None:
             # `obj.__dict__["name"] = v` sets the attribute, bypassing __setattr__
-            self._store(scope, ast.Attribute(target.value.value, _instance_dict_key(target), ast.Store()), value)
-        elif kind is ast.Subscript:
+            self._store(scope, ast.Attribute(attribute[0], attribute[1], ast.Store()), value)
+        elif isinstance(target, ast.Subscript):
             base = self.ex(scope, target.value)
             where = self._element_of(scope, base, target.slice)
             if where is not None:
                 self.facts.append(("=", where, value))
             self._remember(scope, target, value)
-        elif kind is ast.Tuple or kind is ast.List:
+        elif isinstance(target, (ast.Tuple, ast.List)):
             after_star = False
             for index, element in enumerate(target.elts):
                 if isinstance(element, ast.Starred):
@@ -384,7 +384,7 @@ class FactRecorder:
                     self._store(scope, element.value, (":", value, "*"))
                 else:
                     self._store(scope, element, ("[", value, None if after_star else str(index)))
-        elif kind is ast.Starred:
+        elif isinstance(target, ast.Starred):
             self._store(scope, target.value, value)
 
     def _remember(self, scope: _Scope, target: ast.expr, value: Expr | None) -> None:
@@ -570,9 +570,10 @@ class FactRecorder:
 
     def _annotation(self, scope: _Scope, node: ast.expr) -> Expr | None:
         """An annotation as a source of truth: `model: Transformer` holds a Transformer."""
-        node = unquoted_annotation(node)
-        if node is None:
+        unquoted = unquoted_annotation(node)
+        if unquoted is None:
             return None
+        node = unquoted
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             return _join(self._annotation(scope, node.left), self._annotation(scope, node.right))
         if isinstance(node, ast.Subscript):
@@ -602,7 +603,7 @@ class FactRecorder:
         children = [c for c in children if c is not None and c[0] not in ("v", "g", "d")]
         return ("e", *children) if children else None
 
-    def _union(self, scope: _Scope, values: list[ast.expr], effects: list[ast.expr] = ()) -> Expr | None:
+    def _union(self, scope: _Scope, values: list[ast.expr], effects: Sequence[ast.expr] = ()) -> Expr | None:
         parts = [p for p in (self.ex(scope, v) for v in values) if p is not None]
         parts += [p for p in (self.ex(scope, e) for e in effects) if p is not None and p[0] not in ("v", "g", "d")]
         if not parts:
@@ -713,7 +714,9 @@ class FactRecorder:
         scope.memory.clear()
         return value
 
-    def _comprehension(self, scope: _Scope, node: ast.expr) -> Expr | None:
+    def _comprehension(
+        self, scope: _Scope, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
+    ) -> Expr | None:
         scope.memory.clear()  # its elements are evaluated again after its calls
         for generator in node.generators:
             scope.names.update(bound_names(generator.target))
@@ -753,7 +756,7 @@ class FactRecorder:
             and len(iterated.args) == len(target.elts)
             and {k.arg for k in iterated.keywords} <= {"strict"}
         ):
-            parts = list(zip(target.elts, iterated.args, strict=True))
+            parts: list[tuple[ast.expr, ast.expr | None]] = list(zip(target.elts, iterated.args, strict=True))
         elif name == "enumerate" and len(iterated.args) == 1 and len(target.elts) == 2:
             parts = [(target.elts[0], None), (target.elts[1], iterated.args[0])]
         else:
@@ -802,7 +805,7 @@ class FactRecorder:
             effects = [a for a in args if a is not None] + [v for _, v in kwargs if v is not None]
             return ("e", *effects) if effects else None
         if callee[0] == "a" and isinstance(node.func, ast.Attribute):
-            return self._method_call(scope, node, call, args)
+            return self._method_call(scope, node, node.func, call, args)
         return call
 
     def _argument(self, scope: _Scope, node: ast.expr) -> Expr | None:
@@ -863,12 +866,12 @@ class FactRecorder:
             return None
         for inner in ast.walk(tree):
             if "lineno" in inner._attributes:
-                ast.copy_location(inner, node)
-                inner.end_lineno, inner.end_col_offset = node.end_lineno, node.end_col_offset
+                ast.copy_location(inner, node)  # the end position too
         saved, scope.extra = scope.extra, True
         try:
             if isinstance(tree, ast.Expression):
                 return self.ex(scope, tree.body)
+            assert isinstance(tree, ast.Module)  # mode="exec"
             for stmt in tree.body:
                 if isinstance(stmt, ast.Expr):
                     self._effect(scope, stmt.value)
@@ -876,10 +879,11 @@ class FactRecorder:
         finally:
             scope.extra = saved
 
-    def _method_call(self, scope: _Scope, node: ast.Call, call: Expr, args: tuple) -> Expr:
-        """`xs.append(f)`, `d.update(...)`, `d.get(k)`: stores into and reads of containers."""
+    def _method_call(self, scope: _Scope, node: ast.Call, func: ast.Attribute, call: Expr, args: tuple) -> Expr:
+        """`xs.append(f)`, `d.update(...)`, `d.get(k)`: stores into and reads of containers
+        (``func``: the call's `xs.append`)."""
         receiver = call[1][1]
-        method = node.func.attr
+        method = func.attr
         stored: Expr | None = None
         if method in STORE_METHODS and args:
             stored = args[-1]
@@ -890,7 +894,7 @@ class FactRecorder:
                 ("=", ("[", receiver, None), stored[1] if stored[0] == "*" and method != "extend" else stored)
             )
         elif method == "update":
-            self._update(scope, receiver, node, call)
+            self._update(scope, receiver, node, func, call)
         elif method == "setdefault" and len(args) > 1 and args[1] is not None:
             self.facts.append(("=", ("[", receiver, self._key_of(scope, node.args[0])), args[1]))
         if method in SHIFT_METHODS:
@@ -900,7 +904,7 @@ class FactRecorder:
             return ("u", call, ("m", receiver, self.intern(method)), *defaults)
         return call
 
-    def _update(self, scope: _Scope, receiver: Expr, node: ast.Call, call: Expr) -> None:
+    def _update(self, scope: _Scope, receiver: Expr, node: ast.Call, func: ast.Attribute, call: Expr) -> None:
         """`d.update(other, k=v)`: ``other``'s entries key by key, ``v`` under "k"."""
         _, _, args, kwargs, _, _ = call
         for arg in args:
@@ -910,11 +914,11 @@ class FactRecorder:
             if value is not None:
                 target = ("[", receiver, repr(name)) if name is not None else ("{", receiver)
                 self.facts.append(("=", target, value))
-        self._remember_update(scope, node, kwargs)
+        self._remember_update(scope, node, func, kwargs)
 
-    def _remember_update(self, scope: _Scope, node: ast.Call, kwargs: tuple) -> None:
+    def _remember_update(self, scope: _Scope, node: ast.Call, func: ast.Attribute, kwargs: tuple) -> None:
         """`d.update({"a": f}, b=g)` on a path: its "a" and "b" hold just those now."""
-        path = access_path(node.func.value)
+        path = access_path(func.value)
         if path is None or len(node.args) > 1 or any(k.arg is None for k in node.keywords):
             return
         entries: list[tuple[str, Expr | None]] = [(repr(name), value) for name, value in kwargs]
@@ -961,19 +965,18 @@ def _local_names(body: list[ast.stmt], names: set[str], declared: set[str]) -> N
     """One pass over a function's statements: the names it binds (as `assigned_names`, imports
     too) into ``names``, its `global`/`nonlocal` names into ``declared``."""
     for stmt in statements(body):
-        kind = type(stmt)
-        if kind is ast.Assign:
+        if isinstance(stmt, ast.Assign):
             for target in stmt.targets:
                 names.update(bound_names(target))
-        elif kind in (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor):
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
             names.update(bound_names(stmt.target))
-        elif kind is ast.With or kind is ast.AsyncWith:
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             names.update(n for item in stmt.items if item.optional_vars for n in bound_names(item.optional_vars))
-        elif kind in FUNCTION_NODES or kind is ast.ClassDef:
+        elif isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
             names.add(stmt.name)
-        elif kind is ast.Global or kind is ast.Nonlocal:
+        elif isinstance(stmt, (ast.Global, ast.Nonlocal)):
             declared.update(stmt.names)
-        elif kind is ast.Import or kind is ast.ImportFrom:
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in stmt.names if a.name != "*")
         elif hasattr(stmt, "handlers"):  # try, and try/except* where the grammar has it
             names.update(h.name for h in stmt.handlers if h.name)
@@ -1031,14 +1034,25 @@ def _loop_and_with_names(body: list[ast.stmt]) -> set[str]:
     return names
 
 
-def _instance_dict_key(target: ast.Subscript) -> str | None:
-    """The attribute `obj.__dict__["name"]` names (an identifier constant), or None."""
+def _instance_dict_key(target: ast.Subscript) -> tuple[ast.expr, str] | None:
+    """The object and attribute `obj.__dict__["name"]` names (an identifier constant), or None."""
     holder, key = target.value, target.slice
     if not (isinstance(holder, ast.Attribute) and holder.attr == "__dict__"):
         return None
     if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
-        return key.value
+        return holder.value, key.value
     return None
+
+
+def _names_only(targets: list[ast.expr]) -> TypeGuard[list[ast.Name]]:
+    """Every target is a plain name (`a = b = value`)."""
+    return all(isinstance(t, ast.Name) for t in targets)
+
+
+def _same_width(targets: list[ast.expr], width: int) -> list[ast.Tuple | ast.List] | None:
+    """The targets, if each is a tuple or list of ``width`` elements none starred (`a, b = x, y`)."""
+    found = [t for t in targets if isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) == width and not _starred(t)]
+    return found if len(found) == len(targets) else None
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:

@@ -25,7 +25,7 @@ import builtins
 from bisect import bisect_right
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from graphlint.checkers.machinery.core.model import ClassSummary, FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.internal_errors import ErrorLog
@@ -33,6 +33,7 @@ from graphlint.checkers.machinery.values.class_hierarchy import ClassHierarchy
 from graphlint.checkers.machinery.values.value_containers import ContainerFlow, is_container
 
 _EMPTY: frozenset[str] = frozenset()
+_Item = TypeVar("_Item")  # what a cone's classes give: qualnames, or methods that may be missing
 _BUILTINS = frozenset(dir(builtins))
 _MAX_ALIAS_HOPS = 8
 MAX_VALUES = 16  # a location that may hold more is too imprecise to call through: unresolved
@@ -68,7 +69,7 @@ class ProjectNames(Protocol):
     def class_chain(self, class_qualname: str) -> Iterator[ClassSummary]: ...
 
 
-class ValueFlow(ContainerFlow):
+class ValueFlow:
     """The solved value flow of a project: the values at each location and each call's callees."""
 
     def __init__(self, names: ProjectNames, log: ErrorLog, solve: bool = True) -> None:
@@ -94,9 +95,8 @@ class ValueFlow(ContainerFlow):
         self._saturated: set[str] = set()
         self._chains: dict[str, tuple[ClassSummary, ...]] = {}
         self._hierarchy: ClassHierarchy | None = None
-        self._keys: dict[str, set[str]] = {}  # container -> its keys (value_containers)
-        self._collapsed: set[str] = set()  # lists whose positions no longer count
         self._constants: dict[str, str | None] = {}  # module-level constants (key -> repr)
+        self.containers = self._container_part()
         self._current = -1
         self._stored = self._stored_names(facts)
         self._static: dict[str, frozenset[str]] = {}  # names whose value no fact can change
@@ -120,18 +120,23 @@ class ValueFlow(ContainerFlow):
             "o": self._outside_call,
             "u": self._union,
             "e": self._effects,
-            "*": lambda e: self.elements(self.evaluate(e[1])),  # a starred argument: its elements
-            "l": self._display,
-            "[": self._subscript,
-            ":": self._slice,
-            "V": self._views,
-            "z": self._shift,
+            "*": lambda e: self.containers.elements(self.evaluate(e[1])),  # a starred argument: its elements
+            "l": self.containers.display,
+            "[": self.containers.subscript,
+            ":": self.containers.sliced,
+            "V": self.containers.views,
+            "z": self.containers.shift,
             "K": lambda e: {"="},  # stored to from another module: no longer a constant
             "y": self._recalled,
         }
         self._solve(facts)
 
-    def callees(self, key: CallKey) -> set[str]:
+    def _container_part(self) -> ContainerFlow:
+        """The containers (`value_containers`), handed the locations they read and store into."""
+        locations = (self._read, self._add, self._touch, self._assign, self._locations_of)
+        return ContainerFlow(self.values, self._constants, self.evaluate, *locations)
+
+    def callees(self, key: CallKey) -> set[str] | frozenset[str]:
         """The functions the call at ``key`` runs (empty: unresolved)."""
         return self.calls.get(key, _EMPTY)
 
@@ -211,7 +216,7 @@ class ValueFlow(ContainerFlow):
                 if owner in self.names.classes:
                     self._add(f"{owner}.{target[2]}", values)
         elif tag in "[:{":
-            self._assign_element(target, values)
+            self.containers.assign_element(target, values)
 
     def _recalled(self, expr: tuple) -> set[str] | frozenset[str]:
         """A read right after a store of the same path (`value_memory`): the stored value, when
@@ -413,16 +418,16 @@ class ValueFlow(ContainerFlow):
             yield part
 
     @staticmethod
-    def _capped(parts: Iterable[set[str]], kind: str) -> set[str] | frozenset[str]:
+    def _capped(parts: Iterable[set[_Item]], kind: str) -> set[_Item] | frozenset[_Item]:
         """The union of what a cone's classes give, or nothing when that is more than the
         cone's limit (``&``: `MAX_VALUES`, ``+``: `MAX_DECLARED`): too many to call through,
         as a saturated location."""
         limit = MAX_VALUES if kind == "&" else MAX_DECLARED
-        found: set[str] = set()
+        found: set[_Item] = set()
         for part in parts:
             found |= part
             if len(found) > limit:
-                return _EMPTY
+                return frozenset()
         return found
 
     def _after(self, cls: str, owner: str, attr: str) -> set[str]:
@@ -536,7 +541,7 @@ class ValueFlow(ContainerFlow):
                 self.outside.setdefault(key[0], set()).add(value[1:])
                 if value[1:] not in _KEEPS_ORDER:
                     for _, values in (*positional, *keywords):
-                        self._escape(values)
+                        self.containers.escape(values)
                 continue
             if value[0] == "@":  # `f.__get__(obj, cls)`: f as a method of obj (`self.forward = ...`)
                 for instance in sorted(positional[0][1]) if positional else ():
@@ -568,7 +573,9 @@ class ValueFlow(ContainerFlow):
     def _positional(self, args: tuple) -> list[tuple[bool, set[str] | frozenset[str]]]:
         """Each positional argument's values, a starred one's elements."""
         return [
-            (True, self.elements(self.evaluate(a[1]))) if a is not None and a[0] == "*" else (False, self.evaluate(a))
+            (True, self.containers.elements(self.evaluate(a[1])))
+            if a is not None and a[0] == "*"
+            else (False, self.evaluate(a))
             for a in args
         ]
 
@@ -662,7 +669,7 @@ class ValueFlow(ContainerFlow):
         found: set[str] = set()
         for value in tuple(self.evaluate(expr[1])):
             if is_container(value):
-                found |= self.elements((value,))
+                found |= self.containers.elements((value,))
                 continue
             cls = value[1:] if value[0] == "!" else value
             if cls in self.names.classes and self._method(cls, expr[2]) is not None:
@@ -683,7 +690,7 @@ class ValueFlow(ContainerFlow):
         for value in sorted(self.evaluate(expr[1])):
             method = self._method(value[1:], "__iter__") if value[0] == "!" else None
             if method is None:
-                found |= self.elements((value,)) if is_container(value) else {value}
+                found |= self.containers.elements((value,)) if is_container(value) else {value}
                 continue
             self._protocol_call(method, value, expr[2])
             for iterator in sorted(self._read(f"{method}.<return>")):

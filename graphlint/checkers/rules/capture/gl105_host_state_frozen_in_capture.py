@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 from collections import Counter
+from typing import TypeGuard
 
 from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
@@ -158,7 +159,7 @@ def _attribute_reads(tree: ast.Module) -> tuple[Counter[str], Counter[str], Coun
     return reads, Counter({attr: len(ids) for attr, ids in asserted.items()}), updates
 
 
-def _is_read(node: ast.AST) -> bool:
+def _is_read(node: ast.AST) -> TypeGuard[ast.Attribute]:
     return isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
 
 

@@ -55,7 +55,8 @@ class HooksOnGraphedCallable(Detector):
 
     def on_Call(self, w: FunctionWalker, call: ast.Call, name: str | None) -> None:
         method, receiver = method_of(call)
-        if method in _HOOK_METHODS and w.is_graphed_module(call.func.value):
+        func = call.func
+        if method in _HOOK_METHODS and isinstance(func, ast.Attribute) and w.is_graphed_module(func.value):
             w.hazard(
                 RULE.code,
                 call,

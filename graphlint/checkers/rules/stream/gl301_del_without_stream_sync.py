@@ -17,6 +17,7 @@ name of the same memory.
 from __future__ import annotations
 
 from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.syntax import line_of
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.machinery.flows.stream.stream_flow import (
     MAIN,
@@ -94,7 +95,7 @@ class DelWithoutStreamSync(Detector):
             RULE.code,
             event.node,
             f"`{event.name}` is released {where} while {user} may still use it (line "
-            f"{event.use_node.lineno}): the allocator can hand its memory to the next allocation on "
+            f"{line_of(event.use_node)}): the allocator can hand its memory to the next allocation on "
             f"`{show_stream(event.alloc_stream)}`",
             fix=record_stream_fix(w, event.use_statement, event.name, event.use_stream),
             always=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.syntax import line_of
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.machinery.flows.stream.stream_flow import UnsyncedHostRead
 from graphlint.registry import Rule, declare
@@ -50,7 +51,7 @@ class UnsyncedNonBlockingCopy(Detector):
         w.hazard(
             RULE.code,
             event.node,
-            f"`{event.name}` is read on the host before the non-blocking copy into it (line {event.copy.lineno}) is "
+            f"`{event.name}` is read on the host before the non-blocking copy into it (line {line_of(event.copy)}) is "
             "synchronised",
             always=True,
         )

@@ -422,7 +422,7 @@ class ReplayFlow(FlowState):
                 if key is not None and key in self.facts.kept:
                     self.read_key(key, node)
 
-    def read_key(self, key: str, node: ast.AST) -> None:
+    def read_key(self, key: str, node: ast.expr) -> None:
         kept = self.facts.kept.get(key)
         if kept is not None and self._replays(kept.graph) > kept.replays_at:
             self.emit(KeptOutputRead(kept.node, kept.graph, node.lineno))

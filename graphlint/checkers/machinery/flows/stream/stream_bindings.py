@@ -1,15 +1,16 @@
 """The stream flow's bindings: what `name = value` makes the name hold, and what it frees.
 
-A mixin of `stream_flow.StreamFlow`: it reads the flow's walker (`w`), tensor state
-(`tensors`), current stream and clock, and calls back `check_free` for the memory a
-rebinding, a `del` or the end of the function really frees (`tensor_state` says which).
+A part `stream_flow.StreamFlow` owns (its ``bindings``): through `BindingsHost`, the view of the
+flow it needs, it reads the flow's walker (`w`), tensor state (`tensors`), current stream and
+clock, and calls back `check_free` for the memory a rebinding, a `del` or the end of the
+function really frees (`tensor_state` says which).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
@@ -19,10 +20,12 @@ from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, Stor
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder
+    from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls
 
 
-class StreamBindings:
-    """Bindings and releases for the stream flow (see the module docstring)."""
+class BindingsHost(Protocol):
+    """The stream flow as its bindings see it: the walker, the clock and current stream, what
+    each name holds, and the flow's answers when a binding frees, rebinds or writes an element."""
 
     w: Binder
     tensors: TensorState
@@ -32,19 +35,24 @@ class StreamBindings:
     unpacked: dict[str, frozenset[str]]  # name -> the names some `a, b = ...` bound with it
     params: set[str]
     lists: set[str]  # names bound to fresh lists (list_elements)
-    callee: Callable[[ast.Call], Binder | None]  # stream_calls: the same-file function a call runs
+    calls: StreamCalls  # the same-file function a call runs (`StreamCalls.callee`)
 
-    def tick(self) -> int:  # pragma: no cover - the flow's
-        raise NotImplementedError
+    def tick(self) -> int: ...
 
-    def check_free(self, storage: Storage, name: str, stmt: ast.stmt | None, now: int) -> None:  # pragma: no cover
-        raise NotImplementedError
+    def check_free(self, storage: Storage, name: str, stmt: ast.stmt | None, now: int) -> None: ...
 
-    def rebound(self, name: str, value: ast.AST | None) -> None:  # pragma: no cover
-        raise NotImplementedError
+    def rebound(self, name: str, value: ast.AST | None) -> None: ...
 
-    def element_written(self, target: ast.Subscript, made: Binding | None, stmt: ast.stmt) -> None:  # pragma: no cover
-        raise NotImplementedError
+    def element_written(self, target: ast.Subscript, made: Binding | None, stmt: ast.stmt) -> None: ...
+
+    def allocating_stream(self, value: ast.AST) -> str: ...
+
+
+class StreamBindings:
+    """Bindings and releases for the stream flow (see the module docstring)."""
+
+    def __init__(self, flow: BindingsHost) -> None:
+        self.flow = flow
 
     # -- what a value is -------------------------------------------------------------------
     def made_by(self, value: ast.AST | None, name: str, now: int) -> Binding | None:
@@ -59,30 +67,30 @@ class StreamBindings:
         if isinstance(value, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
             elements = value.values if isinstance(value, ast.Dict) else value.elts
             return self._holder(name, elements, now)
-        if isinstance(value, ast.Call) and V.is_holder_call(value, self.w.resolve, self.w.ty(value)):
+        if isinstance(value, ast.Call) and V.is_holder_call(value, self.flow.w.resolve, self.flow.w.ty(value)):
             return self._holder(name, [*value.args, *(kw.value for kw in value.keywords)], now)
         if isinstance(value, ast.Call) and (returned := self._returned_arguments(value)):
             return _either([self.made_by(argument, name, now) for argument in returned])
-        root = V.view_root(value, self.w.resolve)  # type: ignore[arg-type]
+        root = V.view_root(value, self.flow.w.resolve)  # type: ignore[arg-type]
         if root is not value or isinstance(value, ast.Name):
             return self._view(root, name, now, part=root is not value, value=value)
         if isinstance(value, ast.Attribute):
-            return self._external(name, now) if self._is_tensor_value(value) else None
+            return self.external(name, now) if self._is_tensor_value(value) else None
         if not self._is_tensor_value(value):
             return None
-        stream = self._allocating_stream(value)  # type: ignore[attr-defined]
+        stream = self.flow.allocating_stream(value)
         storage = new_storage(name, stream)
-        if isinstance(value, ast.Call) and not (self.w.resolve(value.func) or "").startswith("torch."):
+        if isinstance(value, ast.Call) and not (self.flow.w.resolve(value.func) or "").startswith("torch."):
             # model(x), helper(x): the result may be `x` itself or keep it, so if it escapes, so does `x`.
             storage.sources = self._storages_of(V.argument_names(value))
-        empty = V.is_empty_allocation(value, self.w.resolve)  # type: ignore[arg-type]
+        empty = V.is_empty_allocation(value, self.flow.w.resolve)  # type: ignore[arg-type]
         return Binding([storage], [] if empty else [(stream, now)])
 
     def _view(self, root: ast.expr, name: str, now: int, part: bool, value: ast.AST | None = None) -> Binding | None:
         """`y = x`, `y = x[1:].view(n, -1)`, a row or a split of `x` (``part``): the memory of
         ``root``, or memory held elsewhere."""
-        if isinstance(root, ast.Name) and root.id in self.tensors:
-            base = self.tensors[root.id]
+        if isinstance(root, ast.Name) and root.id in self.flow.tensors:
+            base = self.flow.tensors[root.id]
             storages = base.storages
             if base.holder and part:  # pair[0]: one of what the holder holds
                 storages = [content for storage in storages for content in storage.contents]
@@ -90,21 +98,21 @@ class StreamBindings:
         if isinstance(root, (ast.Name, ast.Attribute)):  # a parameter, `self.buf`, a global
             if not self._is_tensor_value(value or root):
                 return None
-            if part and isinstance(root, ast.Name) and root.id in self.untracked:
+            if part and isinstance(root, ast.Name) and root.id in self.flow.untracked:
                 # `k = k_ag.view(n, -1)`: a view writes nothing; its data is what the binding
                 # of `k_ag` (a parameter, a call's result) held, made then and there.
-                stream, made = self.untracked[root.id]
+                stream, made = self.flow.untracked[root.id]
                 storage = new_storage(name, stream, owned=False, made_here=made > 0)  # 0: a parameter
                 return Binding([storage], [(stream, made)])
-            return self._external(name, now)
+            return self.external(name, now)
         return self.made_by(root, name, now)  # a view of a temporary: `torch.randn(n).view(...)`
 
-    def _external(self, name: str, now: int) -> Binding:
+    def external(self, name: str, now: int) -> Binding:
         """A tensor whose memory someone else holds: releasing the name frees nothing."""
-        stream = self.current[-1]
+        stream = self.flow.current[-1]
         return Binding([new_storage(name, stream, owned=False, made_here=False)], [(stream, now)])
 
-    def _holder(self, name: str, elements: list[ast.expr | None], now: int) -> Binding | None:
+    def _holder(self, name: str, elements: Sequence[ast.expr | None], now: int) -> Binding | None:
         contents: list[Storage] = []
         for element in elements:
             if isinstance(element, ast.Starred):
@@ -114,24 +122,24 @@ class StreamBindings:
                 contents.extend(made.storages)
         if not contents:
             return None
-        holder = new_storage(name, self.current[-1], holder=True)
+        holder = new_storage(name, self.flow.current[-1], holder=True)
         holder.contents = contents
         return Binding([holder], [])
 
     def _storages_of(self, names: list[str]) -> list[Storage]:
-        return [storage for name in names if name in self.tensors for storage in self.tensors[name].storages]
+        return [storage for name in names if name in self.flow.tensors for storage in self.flow.tensors[name].storages]
 
     def _is_tensor_value(self, value: ast.AST) -> bool:
         """Device tensors computed here; host data and values of unknown origin are not tracked."""
-        if isinstance(value, ast.Name) and value.id in self.tensors:
-            return not self.tensors[value.id].holder
-        ty = self.w.ty(value)
+        if isinstance(value, ast.Name) and value.id in self.flow.tensors:
+            return not self.flow.tensors[value.id].holder
+        ty = self.flow.w.ty(value)
         if ty is not None:
             return ty.kind in (T.TENSOR, T.MASK)
         if isinstance(value, ast.BinOp):
             return self._is_tensor_value(value.left) or self._is_tensor_value(value.right)
         if isinstance(value, ast.Call):  # model(x): a call on device tensors gives a device tensor
-            name = self.w.resolve(value.func)
+            name = self.flow.w.resolve(value.func)
             if name is not None and (name.startswith("torch.") or "." not in name):
                 return False  # torch's own non-tensor results (work handles, events), builtins
             if self._returns_host(value):
@@ -144,9 +152,9 @@ class StreamBindings:
         func = call.func
         if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
             return None
-        summary = self.w.st.summary.classes.get(self.w.class_qualname or "")
+        summary = self.flow.w.st.summary.classes.get(self.flow.w.class_qualname or "")
         qualname = summary.methods.get(func.attr) if summary is not None else None
-        walker = next((w for w in self.w.st.walkers if w.qualname == qualname), None)
+        walker = next((w for w in self.flow.w.st.walkers if w.qualname == qualname), None)
         if walker is None or not isinstance(walker.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
         return walker
@@ -154,7 +162,7 @@ class StreamBindings:
     def _returns_host(self, call: ast.Call) -> bool:
         """`self._gather(...)`, `stage_pinned(ids)`: a method of this class or a function of this
         file whose every return is host memory (a pinned staging buffer)."""
-        walker = self._method(call) or self.callee(call)
+        walker = self._method(call) or self.flow.calls.callee(call)
         values = [stmt.value for stmt in _returns(walker.node.body)] if walker is not None else []  # type: ignore[attr-defined]
         kinds = [walker.ty(value) for value in values if value is not None] if walker is not None else []
         return bool(values) and len(kinds) == len(values) and all(k is not None and k.kind == T.HOST for k in kinds)
@@ -182,39 +190,39 @@ class StreamBindings:
     # -- binding -------------------------------------------------------------------------
     def rebind(self, name: str, binding: Binding | None, stmt: ast.stmt, now: int) -> None:
         """``name`` now holds ``binding``; the memory it held before may be freed."""
-        old = self.tensors.pop(name, None)
+        old = self.flow.tensors.pop(name, None)
         if binding is None:
-            self.untracked[name] = (self.current[-1], now)
+            self.flow.untracked[name] = (self.flow.current[-1], now)
         else:
-            self.untracked.pop(name, None)
+            self.flow.untracked.pop(name, None)
         if binding is not None:
-            binding.local = name not in self.w.globals
+            binding.local = name not in self.flow.w.globals
             for storage in binding.storages:
                 storage.names.add(name)
-            self.tensors[name] = binding
-        if old is not None and name not in self.params:
-            for storage in self.tensors.freed(old):
-                self.check_free(storage, name, stmt, now)
+            self.flow.tensors[name] = binding
+        if old is not None and name not in self.flow.params:
+            for storage in self.flow.tensors.freed(old):
+                self.flow.check_free(storage, name, stmt, now)
 
     def unpack(self, target: ast.Tuple | ast.List, value: ast.AST | None, stmt: ast.stmt) -> None:
         """`a, b = ...`: each name gets its own part, all computed before any is bound."""
-        now = self.tick()
+        now = self.flow.tick()
         parts = self._parts(target, value, now)
         together = frozenset(element.id for element in target.elts if isinstance(element, ast.Name))
         for name in together:
-            self.unpacked[name] = self.unpacked.get(name, frozenset()) | together
+            self.flow.unpacked[name] = self.flow.unpacked.get(name, frozenset()) | together
         for element, made in zip(target.elts, parts, strict=True):
             if isinstance(element, ast.Starred):
                 element, made = element.value, _rest(made)
             if isinstance(element, ast.Name):
-                plain = element.id in self.plain and made is None
+                plain = element.id in self.flow.plain and made is None
                 self.rebind(element.id, made, stmt, now)
-                self.rebound(element.id, None)
-                self.lists.discard(element.id)
+                self.flow.rebound(element.id, None)
+                self.flow.lists.discard(element.id)
                 if plain:
-                    self.plain.add(element.id)  # `out, layout = f(x, layout)`: still a string
+                    self.flow.plain.add(element.id)  # `out, layout = f(x, layout)`: still a string
             elif isinstance(element, ast.Subscript):
-                self.element_written(element, made, stmt)
+                self.flow.element_written(element, made, stmt)
             elif isinstance(element, (ast.Tuple, ast.List)):
                 self.unpack(element, None, stmt)
 
@@ -223,7 +231,7 @@ class StreamBindings:
         starred = any(isinstance(element, ast.Starred) for element in target.elts)
         if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(names) and not starred:
             return [self.made_by(part, name, now) for part, name in zip(value.elts, names, strict=True)]
-        mapped = _views_over(value, len(names), self.w.resolve)
+        mapped = _views_over(value, len(names), self.flow.w.resolve)
         if mapped is not None:  # `k, v = [x[a:b] for x in [k, v]]`: each a view of its own
             return [
                 self._view(element, name, now, part=True) if isinstance(element, ast.Name) else None
@@ -233,8 +241,8 @@ class StreamBindings:
         if made is not None and any(self._is_tensor_value(element) for element in made[1]):
             # `q, k = [quantize(x, fmt) for x in (q, k)]`, over a zip of lists too: new tensors
             return [self._fresh(made[0], name, now) for name in names]
-        base = V.splits(value, self.w.resolve) if isinstance(value, ast.expr) else None  # type: ignore[arg-type]
-        if isinstance(value, ast.Name) and value.id in self.tensors:
+        base = V.splits(value, self.flow.w.resolve) if isinstance(value, ast.expr) else None  # type: ignore[arg-type]
+        if isinstance(value, ast.Name) and value.id in self.flow.tensors:
             base = value  # rows of a tensor, or the contents of a holder
         if base is not None:
             return [self._view(base, name, now, part=True) for name in names]
@@ -243,12 +251,12 @@ class StreamBindings:
         # `q, k = self.rotary(pos, q, k)`: new tensors, except names that held Python values and
         # come back (`out, layout = f(x, layout)`: a string stays a string).
         passed = set(V.argument_names(value))
-        return [None if name in passed and name in self.plain else self._fresh(value, name, now) for name in names]
+        return [None if name in passed and name in self.flow.plain else self._fresh(value, name, now) for name in names]
 
     def _fresh(self, value: ast.Call, name: str, now: int) -> Binding:
-        stream = self.current[-1]
+        stream = self.flow.current[-1]
         storage = new_storage(name, stream)
-        if not (self.w.resolve(value.func) or "").startswith("torch."):
+        if not (self.flow.w.resolve(value.func) or "").startswith("torch."):
             storage.sources = self._storages_of(V.argument_names(value))
         return Binding([storage], [(stream, now)])
 
@@ -258,15 +266,15 @@ class StreamBindings:
             return None
         if isinstance(iterable, (ast.Tuple, ast.List)):
             return _either([self.made_by(element, target.id, now) for element in iterable.elts])
-        if isinstance(iterable, ast.Name) and iterable.id in self.tensors:
+        if isinstance(iterable, ast.Name) and iterable.id in self.flow.tensors:
             return self._view(iterable, target.id, now, part=True)
         return None
 
     def escape(self, value: ast.AST) -> None:
         """`return x`, `self.a = x`, `queue.append(x)`: x (and what made it) lives on."""
         for node in ast.walk(value):
-            if isinstance(node, ast.Name) and node.id in self.tensors:
-                escape(self.tensors[node.id].storages)
+            if isinstance(node, ast.Name) and node.id in self.flow.tensors:
+                escape(self.flow.tensors[node.id].storages)
 
 
 def _either(bindings: list[Binding | None]) -> Binding | None:

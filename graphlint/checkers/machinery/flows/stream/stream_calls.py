@@ -1,6 +1,7 @@
 """The stream flow at calls of this file's functions, and the summary it leaves for its callers.
 
-A mixin of `stream_flow.StreamFlow`. At a call of a same-file function it applies the
+A part `stream_flow.StreamFlow` owns (its ``calls``), reading and extending the flow's state
+through `CallsHost`, the view of the flow it needs. At a call of a same-file function it applies the
 callee's `stream_effects.Effects`: the waits and synchronisations the callee ends with order
 the caller after the call, a value it returns is a pending host copy, a host buffer or a
 tensor last produced on one of its streams, and a pending host copy handed to it is read
@@ -11,10 +12,10 @@ callee (``quiet``), the same flow collects those facts instead of reporting.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from graphlint.checkers.machinery.core import kinds as T
-from graphlint.checkers.machinery.core.flow import walk
 from graphlint.checkers.machinery.flows.stream import stream_effects as E
 from graphlint.checkers.machinery.flows.stream.stream_identity import MAIN, UNKNOWN
 from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, TensorState, new_storage
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
 HOST = "<host>"  # a consumer only host synchronisations order (see `ordered`)
 
 
-class StreamCalls:
-    """Calls into this file's functions, and this function's own effects (module docstring)."""
+class CallsHost(Protocol):
+    """The stream flow as its calls see it: the walker, the clock, the current stream, and the
+    tensors, waits, synchronisations and pending host copies they read and extend."""
 
     w: Binder
     quiet: bool
@@ -36,10 +38,20 @@ class StreamCalls:
     waits: list[tuple[str, str, int, int]]
     host_syncs: list[tuple[str | None, int, int]]
     pending_host: dict[str, tuple[ast.AST, int, str]]
-    params: set[str]
+    last_work: dict[str, int]  # stream -> position of the last work queued on it
 
-    def init_calls(self) -> None:
-        self.last_work: dict[str, int] = {}  # stream -> position of the last work queued on it
+    def stream_of(self, node: ast.AST | None) -> str: ...
+
+    def ordered(self, producer: str, cutoff: int, consumer: str, now: int) -> bool: ...
+
+
+class StreamCalls:
+    """Calls into this file's functions, and this function's own effects (module docstring).
+    ``summarise``: runs the stream flow quietly over a callee (the flow knows how to make one)."""
+
+    def __init__(self, flow: CallsHost, summarise: E.Summarise) -> None:
+        self.flow = flow
+        self.summarise = summarise
         self.exits: list[tuple[frozenset[str], frozenset[str]]] = []  # (joined, synced) per exit
         self.host_reads: set[str] = set()  # (quiet) parameters read on the host before a sync
         self.returns: list[ast.expr] = []  # (quiet) returned values
@@ -48,42 +60,27 @@ class StreamCalls:
         self.returns_on: str | None = None  # (quiet) a tensor returned from a side stream, joined
         self.call_positions: dict[int, int] = {}  # id(call) -> its position, for what it returns
         self.unordered_entries: set[str] = set()  # streams entered before any `s.wait_stream(current)`
-        for stream in E.entry_waits(self.w):  # every caller here made `stream` wait right before
-            self.waits.append((stream, MAIN, 0, 0))
-        if self.quiet:  # a parameter may be a non-blocking copy the caller made: is it read unsynced?
-            for param in self.w.summary.params:
+        for stream in E.entry_waits(flow.w):  # every caller here made `stream` wait right before
+            flow.waits.append((stream, MAIN, 0, 0))
+        if flow.quiet:  # a parameter may be a non-blocking copy the caller made: is it read unsynced?
+            for param in flow.w.summary.params:
                 if param not in ("self", "cls"):
-                    self.pending_host[param] = (self.w.node, 0, MAIN)
-
-    def stream_of(self, node: ast.AST | None) -> str:  # pragma: no cover - the flow's
-        raise NotImplementedError
-
-    def ordered(self, producer: str, cutoff: int, consumer: str, now: int) -> bool:  # pragma: no cover
-        raise NotImplementedError
+                    flow.pending_host[param] = (flow.w.node, 0, MAIN)
 
     # -- the callee, and running the flow over it -------------------------------------------
     def enter_stream(self, stream: str) -> None:
         """``stream`` becomes current: unordered unless it waited for the entry stream first."""
-        if not any(waiter == stream and waited == MAIN for waiter, waited, _, _ in self.waits):
+        if not any(waiter == stream and waited == MAIN for waiter, waited, _, _ in self.flow.waits):
             self.unordered_entries.add(stream)
 
     def callee(self, call: ast.Call) -> Binder | None:
-        return E.callee_walker(self.w, call)
+        return E.callee_walker(self.flow.w, call)
 
     def effects(self, callee: Binder) -> E.Effects:
         return E.effects_of(callee, self.summarise)
 
-    def summarise(self, walker: Binder) -> E.Effects:
-        """Run the stream flow over a callee, quietly, for its effects on its callers."""
-        walker.forget_kinds()
-        flow = type(self)(walker, quiet=True)  # type: ignore[call-arg]
-        walk(flow, walker.body)
-        flow.finish()  # type: ignore[attr-defined]
-        walker.forget_kinds()
-        return flow.summary()
-
-    def _denote(self, call: ast.Call) -> object:
-        return lambda node: self.current[-1] if node is call else self.stream_of(node)
+    def _denote(self, call: ast.Call) -> Callable[[ast.AST], str]:
+        return lambda node: self.flow.current[-1] if node is call else self.flow.stream_of(node)
 
     # -- at the call ----------------------------------------------------------------------
     def callee_effects(self, call: ast.Call, now: int) -> None:
@@ -93,19 +90,19 @@ class StreamCalls:
             return
         self.call_positions[id(call)] = now
         effects = self.effects(callee)
-        current = self.current[-1]
+        current = self.flow.current[-1]
         denote = self._denote(call)
         for stream in sorted(effects.joined):
-            mapped = E.caller_name(stream, callee, self.w, call, denote)  # type: ignore[arg-type]
+            mapped = E.caller_name(stream, callee, self.flow.w, call, denote)
             if mapped is not None and mapped not in (current, UNKNOWN, E.ALL):
-                self.waits.append((current, mapped, now, now))
+                self.flow.waits.append((current, mapped, now, now))
         for stream in sorted(effects.synced):
-            mapped = E.caller_name(stream, callee, self.w, call, denote)  # type: ignore[arg-type]
+            mapped = E.caller_name(stream, callee, self.flow.w, call, denote)
             if mapped == E.ALL:
-                self.host_syncs.append((None, now, now))
-                self.pending_host.clear()
+                self.flow.host_syncs.append((None, now, now))
+                self.flow.pending_host.clear()
             elif mapped is not None and mapped != UNKNOWN:
-                self.host_syncs.append((mapped, now, now))
+                self.flow.host_syncs.append((mapped, now, now))
 
     def callee_result(self, value: ast.AST | None) -> tuple[str, str] | None:
         """What `name = helper(...)` holds when this file's `helper` says: a pending host copy
@@ -120,15 +117,15 @@ class StreamCalls:
             return ("pending", "")
         if effects.returns_host:
             return ("host", "")
-        current = self.current[-1]
+        current = self.flow.current[-1]
         for produced, joined in ((effects.returns_from, False), (effects.returns_on, True)):
             if produced is None:
                 continue
-            stream = E.caller_name(produced, callee, self.w, value, self._denote(value))  # type: ignore[arg-type]
+            stream = E.caller_name(produced, callee, self.flow.w, value, self._denote(value))
             if stream is not None and stream not in (current, UNKNOWN, E.ALL):
                 if joined:  # made on `stream`, which the current stream waited for before the return
-                    at = self.call_positions.get(id(value), self.position)
-                    self.waits.append((current, stream, at, at))
+                    at = self.call_positions.get(id(value), self.flow.position)
+                    self.flow.waits.append((current, stream, at, at))
                 return ("tensor", stream)
         return None
 
@@ -137,20 +134,20 @@ class StreamCalls:
         result = self.callee_result(value)
         if result is None or result[0] != "tensor":
             return None
-        made = self.call_positions.get(id(value), self.position)
-        return Binding([new_storage(name, self.current[-1], owned=False)], [(result[1], made)])
+        made = self.call_positions.get(id(value), self.flow.position)
+        return Binding([new_storage(name, self.flow.current[-1], owned=False)], [(result[1], made)])
 
     def passed_to_callees(self, expr: ast.AST) -> dict[int, bool]:
         """Pending host copies passed to a function of this file: read on the host there
         before any synchronisation (its summary says), or not."""
         decided: dict[int, bool] = {}
-        if not self.pending_host:
+        if not self.flow.pending_host:
             return decided
         for node in ast.walk(expr):
             if not isinstance(node, ast.Call):
                 continue
             arguments = [*node.args, *(k.value for k in node.keywords)]
-            pending = [a for a in arguments if isinstance(a, ast.Name) and a.id in self.pending_host]
+            pending = [a for a in arguments if isinstance(a, ast.Name) and a.id in self.flow.pending_host]
             callee = self.callee(node) if pending else None
             if callee is None:
                 continue
@@ -165,37 +162,39 @@ class StreamCalls:
     def note_return(self, value: ast.expr) -> None:
         """A returned value; a tuple's elements are bound by position and not followed."""
         self.returns.append(value)
-        pending = self.pending_host.get(value.id) if isinstance(value, ast.Name) else None
-        if pending is not None and pending[0] is not self.w.node:  # a copy made here, not a parameter's
+        pending = self.flow.pending_host.get(value.id) if isinstance(value, ast.Name) else None
+        if pending is not None and pending[0] is not self.flow.w.node:  # a copy made here, not a parameter's
             self.returns_pending = True
         if isinstance(value, ast.Call) and is_host_copy(value):
             self.returns_pending = True
-        binding = self.tensors.get(value.id) if isinstance(value, ast.Name) else None
+        binding = self.flow.tensors.get(value.id) if isinstance(value, ast.Name) else None
         produced = binding.produced if binding is not None else None
         if produced is None or produced[0] in (MAIN, UNKNOWN):
             return
         producer, produced_at = produced
-        if self.ordered(producer, produced_at, MAIN, self.position):
+        if self.flow.ordered(producer, produced_at, MAIN, self.flow.position):
             self.returns_on = self.returns_on or producer
         else:
             self.returns_from = producer
 
     def note_exit(self, now: int) -> None:
         """At an exit: the streams the entry stream has waited for, and those the host has."""
-        streams = {waited for _, waited, _, _ in self.waits} | set(self.last_work)
-        streams |= {stream for stream, _, _ in self.host_syncs if stream is not None}
+        streams = {waited for _, waited, _, _ in self.flow.waits} | set(self.flow.last_work)
+        streams |= {stream for stream, _, _ in self.flow.host_syncs if stream is not None}
         streams -= {UNKNOWN}
-        joined = {s for s in streams if s != MAIN and self.ordered(s, max(1, self.last_work.get(s, 0)), MAIN, now)}
-        synced = {s for s in streams if self.ordered(s, max(1, self.last_work.get(s, 0)), HOST, now)}
-        latest = max(self.last_work.values(), default=1)
-        if any(stream is None and cutoff >= latest and at <= now for stream, cutoff, at in self.host_syncs):
+        joined = {
+            s for s in streams if s != MAIN and self.flow.ordered(s, max(1, self.flow.last_work.get(s, 0)), MAIN, now)
+        }
+        synced = {s for s in streams if self.flow.ordered(s, max(1, self.flow.last_work.get(s, 0)), HOST, now)}
+        latest = max(self.flow.last_work.values(), default=1)
+        if any(stream is None and cutoff >= latest and at <= now for stream, cutoff, at in self.flow.host_syncs):
             synced.add(E.ALL)
         self.exits.append((frozenset(joined), frozenset(synced)))
 
     def summary(self) -> E.Effects:
         joined = frozenset.intersection(*(j for j, _ in self.exits)) if self.exits else frozenset()
         synced = frozenset.intersection(*(s for _, s in self.exits)) if self.exits else frozenset()
-        host = bool(self.returns) and all(_is_host_value(self.w, value) for value in self.returns)
+        host = bool(self.returns) and all(_is_host_value(self.flow.w, value) for value in self.returns)
         return E.Effects(
             joined=joined,
             synced=synced,

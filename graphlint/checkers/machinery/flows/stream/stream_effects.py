@@ -154,12 +154,12 @@ def _entry_waits(callee: Binder) -> frozenset[str]:
     for caller, block, index, call in _call_index(callee.st).get(short, ()):
         if caller is callee or callee_walker(caller, call) is not callee:
             continue
-        waits = {_callee_name(name, caller, callee) for name in _waits_before(block, index)}
-        waits.discard(None)
-        common = waits if common is None else common & waits  # type: ignore[operator]
+        named = (_callee_name(name, caller, callee) for name in _waits_before(block, index))
+        waits = {name for name in named if name is not None}
+        common = waits if common is None else common & waits
         if not common:
             return frozenset()
-    return frozenset(common or ())  # type: ignore[arg-type]
+    return frozenset(common or ())
 
 
 _Site = tuple["Binder", list[ast.stmt], int, ast.Call]
@@ -169,14 +169,15 @@ def _call_index(st: ModuleState) -> dict[str, list[_Site]]:
     """Every call of the file by the name it calls: caller, statement list, index, call."""
     index = st.stream_effects.get("<calls>")
     if index is None:
-        index = st.stream_effects["<calls>"] = {}
+        built: dict[str, list[_Site]] = {}
         for caller in st.walkers:
             for block, position, call in _calls_in(caller.body):
                 func = call.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
                 if name is not None:
-                    index.setdefault(name, []).append((caller, block, position, call))  # type: ignore[union-attr]
-    return index  # type: ignore[return-value]
+                    built.setdefault(name, []).append((caller, block, position, call))
+        index = st.stream_effects["<calls>"] = built
+    return index  # type: ignore[return-value]  # the file's cache holds what this function put there
 
 
 def _calls_in(body: list[ast.stmt]) -> Iterator[tuple[list[ast.stmt], int, ast.Call]]:

@@ -26,6 +26,7 @@ from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
 from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.names import evaluation_order, source_text
+from graphlint.checkers.machinery.flows.stream import stream_effects as E
 from graphlint.checkers.machinery.flows.stream.attribute_escapes import SideAttributeReturned, returned_side_attributes
 from graphlint.checkers.machinery.flows.stream.data_replacement import data_replaced
 from graphlint.checkers.machinery.flows.stream.list_elements import (
@@ -221,9 +222,11 @@ class Alternatives:
     name_ends: list[tuple] = field(default_factory=list)  # and its stream names
 
 
-class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
+class StreamFlow(FlowState):
     """The stream flow over one function (a flow-skeleton state); ``quiet``: summarising the
-    function for its callers (`stream_calls`), facts and no findings."""
+    function for its callers (its ``calls``, `stream_calls`), facts and no findings. Its parts:
+    ``bindings`` (`stream_bindings`) say what a binding holds and frees, ``releases``
+    (`stream_releases`) judge a release when its memory can be reused."""
 
     def __init__(self, walker: Binder, quiet: bool = False) -> None:
         self.w = walker
@@ -239,6 +242,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.dead = False  # after `return`/`raise`: this path is over
         self.off_device = False  # in a branch for a device other than CUDA
         self.waits: list[tuple[str, str, int, int]] = []  # (waiter, waited-for, cutoff, at)
+        self.last_work: dict[str, int] = {}  # stream -> position of the last work queued on it
         self.wait_exclusions: dict[tuple[str, str, int, int], tuple[tuple[int, int], ...]] = {}  # join
         self.host_syncs: list[tuple[str | None, int, int]] = []  # (stream or None=all, cutoff, at)
         self.events: dict[str, tuple[str, int]] = {}  # event -> (stream, cutoff)
@@ -262,8 +266,9 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         self.entered: set[str] = set()  # streams whose blocks this walk has entered
         self.unpacked: dict[str, frozenset[str]] = {}  # name -> names some `a, b = ...` bound with it
         self.orderings = FunctionOrderings(walker)  # what the function writes of orderings (certainty)
-        self.init_releases()
-        self.init_calls()
+        self.releases = DeferredReleases(self)
+        self.calls = StreamCalls(self, summarise)
+        self.bindings = StreamBindings(self)
 
     # -- ordering model --------------------------------------------------------------------
     def tick(self) -> int:
@@ -322,7 +327,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             return
         if self.quiet:  # summarising: a parameter read on the host before a sync is an effect
             if isinstance(event, UnsyncedHostRead) and event.copy is self.w.node:
-                self.host_reads.add(event.name)
+                self.calls.host_reads.add(event.name)
             return
         node = event.node  # type: ignore[attr-defined]
         key = (event.kind, node.lineno, node.col_offset)  # type: ignore[attr-defined]
@@ -349,8 +354,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         if not self.w.is_module:  # module globals live on
             for storage in sorted(self.tensors.freed_at_scope_end(), key=lambda storage: storage.name):
                 self.check_free(storage, storage.name, None, end)
-        self.settle(None, end)
-        self.note_exit(end)
+        self.releases.settle(None, end)
+        self.calls.note_exit(end)
 
     def before(self, stmt: ast.stmt) -> None:
         self.statement = stmt
@@ -366,7 +371,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self._new_stream_block(expr, stmt)
                 self._fork_of_another_stream(stream)
                 self.entered.add(stream)
-                self.enter_stream(stream)
+                self.calls.enter_stream(stream)
                 self.current.append(stream)
                 self.blocks.append((stmt, expr.args[0] if isinstance(expr, ast.Call) and expr.args else None))
 
@@ -381,7 +386,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         counted = self._counter_pass(stmt)
         if isinstance(stmt.target, ast.Name):
             now = self.tick()
-            self.rebind(stmt.target.id, self.loop_binding(stmt.target, stmt.iter, now), stmt, now)
+            self.bindings.rebind(stmt.target.id, self.bindings.loop_binding(stmt.target, stmt.iter, now), stmt, now)
             self.rebound(stmt.target.id, None)
         else:
             self.bind(stmt.target, None, stmt)
@@ -430,11 +435,11 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
     def fork(self, stmt: ast.stmt) -> Alternatives:
         if isinstance(stmt, _TRIES):
             self.dead = False  # a handler runs after a raise anywhere in the body, even before its return
-        return Alternatives(self._snapshot(), self.names.snapshot(), self.deferred_before(), [self.position])
+        return Alternatives(self._snapshot(), self.names.snapshot(), self.releases.deferred_before(), [self.position])
 
     def branch(self, stmt: ast.stmt, index: int, start: Alternatives) -> None:
         if index:  # each alternative starts from what held before them, not from its sibling
-            self.close_branch(start.deferred)
+            self.releases.close_branch(start.deferred)
             start.ends.append({name: getattr(self, name) for name in self._FORKED})
             for name, value in start.state.items():
                 setattr(self, name, value.copy() if hasattr(value, "copy") else value)
@@ -457,7 +462,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 self.pending_host = {}  # the branch where CUDA is not in use: no copy is in flight
 
     def join(self, stmt: ast.stmt, start: Alternatives) -> None:
-        self.close_branch(start.deferred)
+        self.releases.close_branch(start.deferred)
         self.names.merge(start.name_ends)
         ends = [*start.ends, {name: getattr(self, name) for name in self._FORKED}]
         start.bounds.append(self.position)
@@ -496,15 +501,15 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
 
     def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
         self.passes[id(stmt)] = 0
-        self.loop_entered(stmt.body)
+        self.releases.loop_entered(stmt.body)
 
     def begin_block(self, body: list[ast.stmt]) -> None:
-        self.pass_began(body)
+        self.releases.pass_began(body)
 
     def exit_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
         if isinstance(stmt, (ast.For, ast.AsyncFor)) and isinstance(stmt.target, ast.Name):
             self.names.counters.pop(stmt.target.id, None)  # the last value: not known
-        self.loop_left()
+        self.releases.loop_left()
         self.dead = False  # the loop may run no pass at all
 
     def simple(self, stmt: ast.stmt) -> None:
@@ -527,15 +532,15 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         elif isinstance(stmt, ast.Return):
             if stmt.value is not None:
                 self.expr(stmt.value, stored=True)
-                self.escape(stmt.value)
+                self.bindings.escape(stmt.value)
                 if self.quiet:
-                    self.note_return(stmt.value)
+                    self.calls.note_return(stmt.value)
             self.scope_end()
             self.dead = True
         elif isinstance(stmt, ast.Expr):
             self.expr(stmt.value)
             if isinstance(stmt.value, (ast.Yield, ast.YieldFrom)):
-                self.escape(stmt.value)
+                self.bindings.escape(stmt.value)
             elif isinstance(stmt.value, ast.Call):
                 self._out_arguments(stmt.value)
         else:
@@ -570,7 +575,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
 
     def bind(self, target: ast.AST, value: ast.AST | None, stmt: ast.stmt) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
-            self.unpack(target, value, stmt)
+            self.bindings.unpack(target, value, stmt)
             return
         self.names.bind(target, value, self.current[-1])
         if isinstance(target, ast.Name):
@@ -583,21 +588,21 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
                 # the current stream uses it, so the allocator must be told (record_stream).
                 self.handed.append((name, side, stmt))
             else:
-                made = self.returned_binding(value, name) or self.made_by(value, name, now)
+                made = self.calls.returned_binding(value, name) or self.bindings.made_by(value, name, now)
                 if made is None and name in self._tensors_by_use and self._opaque_call(value):
-                    made = self._external(name, now)  # `g = store.flat()`, all-reduced later
-            self.rebind(name, made, stmt, now)
+                    made = self.bindings.external(name, now)  # `g = store.flat()`, all-reduced later
+            self.bindings.rebind(name, made, stmt, now)
             self.rebound(name, value)
             self._listed(name, value)
             self._note_block_view(name, value, made)
             return
         # self.attr = x / container[k] = x: x now lives beyond this function.
         if value is not None:
-            self.escape(value)
+            self.bindings.escape(value)
         self._data_swap(target, stmt)
         self.use_target(target, write=True)
         if isinstance(target, ast.Subscript):
-            self.element_written(target, self.made_by(value, source_text(target), self.position), stmt)
+            self.element_written(target, self.bindings.made_by(value, source_text(target), self.position), stmt)
 
     def _note_block_view(self, name: str, value: ast.AST | None, made: Binding | None) -> None:
         """`top = buf[:, :1]` in a stream block: a slice cut there, which a call may fill."""
@@ -645,7 +650,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             self.tensors.pop(name, None)
             return
         escape(made.storages)  # the list may be returned or saved: its elements are not released here
-        self.rebind(name, made, stmt, self.tick())
+        self.bindings.rebind(name, made, stmt, self.tick())
 
     def _data_swap(self, target: ast.AST, stmt: ast.stmt) -> None:
         """`t.data = new` in a side stream's block that read `t`: its old memory is freed
@@ -673,7 +678,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         if value is not None:
             self._note_host_copy(name, value)
 
-    def _allocating_stream(self, value: ast.AST) -> str:
+    def allocating_stream(self, value: ast.AST) -> str:
         """The stream a new tensor is made on: the current one, unless the call is handed
         another stream (`f(x, out_alloc_stream=consumer)`), which it may allocate or run on."""
         current = self.current[-1]
@@ -704,7 +709,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
 
     def release(self, name: str, stmt: ast.stmt, now: int) -> None:
         """`del name`: the memory nothing else holds is freed."""
-        self.rebind(name, None, stmt, now)
+        self.bindings.rebind(name, None, stmt, now)
 
     def check_free(self, storage: Storage, name: str, stmt: ast.stmt | None, now: int) -> None:
         """``storage`` is freed at ``now`` (``stmt``; None: the end of the function): is a
@@ -719,7 +724,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             and not self.ordered(use.stream, use.position, storage.alloc_stream, now)
         ]
         if uses:  # the block is reused by the next allocation on its stream: judged then
-            self.defer(storage, name, stmt, uses)
+            self.releases.defer(storage, name, stmt, uses)
 
     def report_release(self, release: Deferred, use: Use) -> None:
         name = release.name
@@ -867,7 +872,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
     def _drop_earlier_passes(self, items: list[_T], earlier: Callable[[LoopPass, _T], bool]) -> list[_T]:
         """``items`` less those an enclosing loop's earlier pass made; all of them when every
         one is that old (then the earlier pass is the only evidence there is)."""
-        current = [item for item in items if not any(earlier(loop, item) for loop in self.loops)]
+        current = [item for item in items if not any(earlier(loop, item) for loop in self.releases.loops)]
         return current or items
 
     def _host_synced(self, stream: str, cutoff: int, now: int, floor: int = 0) -> bool:
@@ -881,7 +886,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
     def expr(self, expr: ast.AST, stored: bool = False) -> None:
         """Evaluate ``expr``; ``stored``: its value is bound, returned or yielded as it is."""
         parents = {child: parent for parent in ast.walk(expr) for child in ast.iter_child_nodes(parent)}
-        passed = self.passed_to_callees(expr)
+        passed = self.calls.passed_to_callees(expr)
         for node in evaluation_order(expr):
             if isinstance(node, ast.Call):
                 self.call(node)
@@ -918,9 +923,9 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
     def work(self, now: int) -> None:
         """Work queued on the current stream: it may allocate, reusing a block freed there."""
         stream = self.current[-1]
-        self.settle(stream, now)
+        self.releases.settle(stream, now)
         self.last_work[stream] = now
-        self.worked(stream, now)
+        self.releases.worked(stream, now)
 
     def _kept(self, node: ast.AST, parents: dict[ast.AST, ast.AST], stored: bool) -> bool:
         """Is this name only stored (in a display, a constructor, a container, a binding)?"""
@@ -1007,7 +1012,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         if name in _CURRENT_STREAM_SYNCS:  # a barrier, a comparison read on the host
             self.host_syncs.append((self.current[-1], now, now))
             return
-        self.callee_effects(call, now)
+        self.calls.callee_effects(call, now)
         if name is not None and name.split(".")[-1] in _COLLECTIVES_WRITING_FIRST_ARG and call.args:
             # dist.all_reduce(t), dist.all_gather_into_tensor(out, x): the collective writes its
             # first tensor on the current stream.
@@ -1028,7 +1033,7 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
             self.host_syncs.append((self.current[-1], now, now))
         if method in _STORING_METHODS or method in _KEEPING_METHODS:
             for arg in [*call.args, *(kw.value for kw in call.keywords)]:
-                self.escape(arg)  # queued or stored: it outlives this function
+                self.bindings.escape(arg)  # queued or stored: it outlives this function
         if method in ("wait_stream", "wait_event", "record", "record_event", "wait", "synchronize"):
             self._ordering_call(call, method, receiver, now)
         elif method == "record_stream" and call.args:
@@ -1164,9 +1169,9 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
         """`y = x.to("cpu", non_blocking=True)`: y is filled later; `e = s.record_event()`."""
         if not isinstance(value, ast.Call):
             return
-        method = value.func.attr if isinstance(value.func, ast.Attribute) else ""
-        if method == "record_event":
-            self.events[name] = (self.stream_of(value.func.value), self.position)
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr == "record_event":
+            self.events[name] = (self.stream_of(func.value), self.position)
             return
         if is_host_copy(value) or self._returns_pending(value):
             self.pending_host[name] = (value, self.position, self.current[-1])
@@ -1174,8 +1179,8 @@ class StreamFlow(StreamBindings, StreamCalls, DeferredReleases, FlowState):
 
     def _returns_pending(self, value: ast.Call) -> bool:
         """`host = fetch(x)`: this file's `fetch` returns a non-blocking host copy."""
-        callee = self.callee(value)
-        return callee is not None and self.effects(callee).returns_pending
+        callee = self.calls.callee(value)
+        return callee is not None and self.calls.effects(callee).returns_pending
 
 
 _NOT_READING_ATTRS = frozenset(
@@ -1309,6 +1314,16 @@ def analyze(state: ModuleState, source: str) -> None:
     for walker in functions:
         for event in returned_side_attributes(walker):
             walker.emit(event)
+
+
+def summarise(walker: Binder) -> E.Effects:
+    """Run the stream flow over a callee, quietly, for its effects on its callers."""
+    walker.forget_kinds()
+    flow = StreamFlow(walker, quiet=True)
+    walk(flow, walker.body)
+    flow.finish()
+    walker.forget_kinds()
+    return flow.calls.summary()
 
 
 class _LineIndex:

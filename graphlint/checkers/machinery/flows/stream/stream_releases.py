@@ -13,14 +13,15 @@ A release in a loop is reused by the next pass's first work on its stream; when 
 makes that stream wait for the using stream before that work (`comm.wait_stream(compute)` at
 the loop's top), the next pass waits again, after the release, and the reuse is ordered.
 
-A mixin of `stream_flow.StreamFlow`; it calls back the flow's `ordered` and `emit`.
+A part `stream_flow.StreamFlow` owns (its ``releases``); it reads the flow's waits and clock and
+calls back its `ordered` and `report_release` through `ReleasesHost`, the view of the flow it needs.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from graphlint.checkers.machinery.flows.stream import stream_effects as E
 from graphlint.checkers.machinery.flows.stream.stream_identity import MAIN
@@ -28,6 +29,7 @@ from graphlint.checkers.machinery.flows.stream.tensor_state import Storage, Use,
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder
+    from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls
 
 
 @dataclass(eq=False)
@@ -62,32 +64,30 @@ class Deferred:
     until: int | None = None  # its alternative ended here: later waits are a sibling's
 
 
-class DeferredReleases:
-    """Releases kept until their block can be reused (see the module docstring)."""
+class ReleasesHost(Protocol):
+    """The stream flow as its deferred releases see it: its clock, its waits and host
+    synchronisations, the last work per stream, and where a release found unordered goes."""
 
     w: Binder
-    current: list[str]
-    unordered_entries: set[str]
-
+    calls: StreamCalls  # its streams entered unordered, and how a callee is summarised
     last_work: dict[str, int]
     waits: list[tuple[str, str, int, int]]
     host_syncs: list[tuple[str | None, int, int]]
 
-    def init_releases(self) -> None:
+    def ordered(self, producer: str, cutoff: int, consumer: str, now: int) -> bool: ...
+
+    def report_release(self, release: Deferred, use: Use) -> None: ...
+
+    def tick(self) -> int: ...
+
+
+class DeferredReleases:
+    """Releases kept until their block can be reused (see the module docstring)."""
+
+    def __init__(self, flow: ReleasesHost) -> None:
+        self.flow = flow
         self.deferred: list[Deferred] = []
         self.loops: list[LoopPass] = []
-
-    def ordered(self, producer: str, cutoff: int, consumer: str, now: int) -> bool:  # pragma: no cover
-        raise NotImplementedError
-
-    def report_release(self, release: Deferred, use: Use) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def tick(self) -> int:  # pragma: no cover
-        raise NotImplementedError
-
-    def summarise(self, walker: Binder) -> E.Effects:  # pragma: no cover
-        raise NotImplementedError
 
     def defer(self, storage: Storage, name: str, stmt: ast.stmt | None, uses: list[Use]) -> None:
         self.deferred.append(Deferred(storage, name, stmt, uses))
@@ -111,7 +111,7 @@ class DeferredReleases:
     def close_branch(self, before: set[int]) -> None:
         """Releases made in an alternative are judged at its end: a sibling's waits (which
         the flow keeps for after the join) did not run on that path."""
-        now = self.tick()
+        now = self.flow.tick()
         kept = []
         for release in self.deferred:
             if id(release) in before:
@@ -124,13 +124,13 @@ class DeferredReleases:
         self.deferred = kept
 
     def loop_entered(self, body: list[ast.stmt]) -> None:
-        self.loops.append(LoopPass(body, self.deferred_before(), self.tick(), start_ident=ident_mark()))
+        self.loops.append(LoopPass(body, self.deferred_before(), self.flow.tick(), start_ident=ident_mark()))
 
     def pass_began(self, body: list[ast.stmt]) -> None:
         """A block starts: when it is the innermost loop's body, a new pass of that loop."""
         if self.loops and self.loops[-1].body is body:
             loop = self.loops[-1]
-            loop.pass_start = self.tick()
+            loop.pass_start = self.flow.tick()
             loop.first_work = {}
             loop.passes += 1
             loop.pass_ident = ident_mark()
@@ -146,11 +146,11 @@ class DeferredReleases:
         if not self.loops:
             return
         loop = self.loops.pop()
-        now = self.tick()
+        now = self.flow.tick()
         kept = []
         for release in self.deferred:
             alloc = release.storage.alloc_stream
-            made_before = id(release) in loop.before or self.last_work.get(alloc, -1) <= loop.start
+            made_before = id(release) in loop.before or self.flow.last_work.get(alloc, -1) <= loop.start
             if made_before or self._waited_at_top(loop, alloc, release.uses):
                 kept.append(release)
             else:
@@ -163,19 +163,21 @@ class DeferredReleases:
         first = loop.first_work.get(alloc)
         if first is None:
             return False
-        waited = {waited for waiter, waited, _, at in self.waits if waiter == alloc and loop.pass_start <= at < first}
-        synced = {stream for stream, _, at in self.host_syncs if loop.pass_start <= at < first}
+        waited = {
+            waited for waiter, waited, _, at in self.flow.waits if waiter == alloc and loop.pass_start <= at < first
+        }
+        synced = {stream for stream, _, at in self.flow.host_syncs if loop.pass_start <= at < first}
         return None in synced or all(use.stream in waited or use.stream in synced for use in uses)
 
     def _fork_ordered(self, stream: str) -> bool:
-        if stream in self.unordered_entries:
+        if stream in self.flow.calls.unordered_entries:
             return False
-        return E.class_entries_ordered(self.w, stream, self.summarise)
+        return E.class_entries_ordered(self.flow.w, stream, self.flow.calls.summarise)
 
     def _judge(self, release: Deferred, now: int) -> None:
         alloc = release.storage.alloc_stream
         now = now if release.until is None else min(now, release.until)
         for use in reversed(release.uses):
-            if not self.ordered(use.stream, use.position, alloc, now):
-                self.report_release(release, use)
+            if not self.flow.ordered(use.stream, use.position, alloc, now):
+                self.flow.report_release(release, use)
                 return

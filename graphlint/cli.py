@@ -27,7 +27,7 @@ from graphlint.reporters import FORMATS, ReportContext, render
 
 if TYPE_CHECKING:  # the engine (and networkx, libcst behind it) loads only for a command that checks
     from graphlint.engine import CheckOptions, CheckResult
-    from graphlint.notebooks import Notebook
+    from graphlint.sources.notebooks import Notebook
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 _MAX_FIX_PASSES = 10
@@ -486,7 +486,7 @@ def _captures(args: argparse.Namespace) -> int:
 def _server() -> int:
     """The language server; pygls is an optional extra, so say how to get it."""
     try:
-        from graphlint.language_server import main as serve
+        from graphlint.server.language_server import main as serve
     except ImportError as error:
         raise _UsageError(
             "graphlint server needs pygls: pip install '.[server]' from a clone, 'cuda-graphlint[server]' "
@@ -548,7 +548,7 @@ def _options(args: argparse.Namespace) -> CheckOptions:
 
 
 def _cache_dir(args: argparse.Namespace) -> Path | None:
-    from graphlint.cache import CACHE_DIR_NAME
+    from graphlint.caching.store import CACHE_DIR_NAME
 
     if args.no_cache:
         return None
@@ -594,7 +594,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
     """`--show-files` / `--show-settings` (as ruff's): what a run would check, and how."""
-    from graphlint.discovery import discover
+    from graphlint.sources.discovery import discover
 
     paths = [p for p in args.paths if p != "-"] or ["."]
     files = discover(paths, resolver, force_exclude=args.force_exclude)
@@ -737,7 +737,7 @@ def _write_edited(
 
 def _located(findings: list[Finding], result: CheckResult) -> list[Finding]:
     """The findings as reports show them: a notebook's in their cells."""
-    from graphlint.notebooks import locate_in_cells
+    from graphlint.sources.notebooks import locate_in_cells
 
     return locate_in_cells(findings, result.notebooks)
 
@@ -745,7 +745,7 @@ def _located(findings: list[Finding], result: CheckResult) -> list[Finding]:
 def _file_diff(display: str, original: str, fixed: str, notebook: Notebook | None) -> str:
     """The unified diff of one file's fixes; a notebook's per changed cell."""
     if notebook is not None:
-        from graphlint.notebooks import NotebookError
+        from graphlint.sources.notebooks import NotebookError
 
         try:
             return notebook.cell_diff(display, fixed)

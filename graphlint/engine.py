@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphlint.analysis import read_source, summarize_source
-from graphlint.cache import SummaryCache, cache_key, run_key
+from graphlint.caching.store import SummaryCache, cache_key, run_key
 from graphlint.checkers.machinery.core.model import ModuleSummary
 from graphlint.checkers.machinery.detectors import static_codes
 from graphlint.checkers.machinery.misnamed_modules import misnamed_modules
@@ -22,11 +22,11 @@ from graphlint.checkers.machinery.project.phase import Project
 from graphlint.checkers.machinery.values.value_facts import VALUE_FACTS
 from graphlint.config import ConfigResolver, Selection, enabled_codes, relative_to_root
 from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
-from graphlint.discovery import SourceFile, discover
 from graphlint.findings import Finding, sort_findings
-from graphlint.notebooks import Notebook, NotebookError, is_notebook, read_notebook
 from graphlint.pool_workers import worker_pool
 from graphlint.registry import all_rules
+from graphlint.sources.discovery import SourceFile, discover
+from graphlint.sources.notebooks import Notebook, NotebookError, is_notebook, read_notebook
 from graphlint.suppressions import SuppressedBlock
 
 _WARNINGS = "|warnings"  # the result cache's key suffix for a run's warnings

@@ -18,9 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from graphlint.config import ConfigResolver, real_path
-from graphlint.discovery import SourceFile, discover, excluded_with_parents
 from graphlint.engine import CheckOptions, CheckResult, check_files
 from graphlint.findings import Finding
+from graphlint.sources.discovery import SourceFile, discover, excluded_with_parents
 
 
 def project_root(source: SourceFile) -> Path:

@@ -135,3 +135,17 @@ def test_functions_are_short() -> None:
                 if length > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({length} lines)")
     assert long == [], "functions over 60 lines: " + ", ".join(long)
+
+
+MAX_MODULES_PER_FOLDER = 15
+
+
+def test_a_folder_shows_its_subsystems() -> None:
+    """A folder of more than about 15 modules hides subsystems that only file-name prefixes tell
+    apart (the flat `machinery/` of 45 modules did): past that, a subsystem gets a subpackage."""
+    crowded = []
+    for folder in sorted({path.parent for path in PACKAGE.rglob("*.py")}):
+        modules = [p.name for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > MAX_MODULES_PER_FOLDER:
+            crowded.append(f"{folder.relative_to(PACKAGE.parent)}: {len(modules)} modules")
+    assert crowded == [], "folders over 15 modules: " + ", ".join(crowded)

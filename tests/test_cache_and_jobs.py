@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, run_cli
-from graphlint.cache import SummaryCache
+from graphlint.caching.store import SummaryCache
 from graphlint.config import ConfigResolver, Selection
 from graphlint.engine import CheckOptions, check
 
@@ -120,7 +120,7 @@ def test_a_one_file_change_writes_a_small_delta_not_the_whole_cache(tmp_path: Pa
 def test_summaries_made_by_other_graphlint_code_are_not_reused(write_tree, monkeypatch) -> None:
     """Between releases the version stays while the analysis changes: the cache is keyed by
     graphlint's own source, so an edited checker never reads a summary its predecessor made."""
-    import graphlint.cache as cache_module
+    import graphlint.caching.store as cache_module
     from graphlint.config import ConfigResolver
     from graphlint.engine import CheckOptions, check
 
@@ -132,3 +132,18 @@ def test_summaries_made_by_other_graphlint_code_are_not_reused(write_tree, monke
     monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "another graphlint")
     changed = check([str(root)], ConfigResolver(cwd=root), options)
     assert changed.cache_misses == 1 and changed.cache_hits == 0
+
+
+def test_the_cache_key_covers_the_whole_static_checker() -> None:
+    """A summary made by other analysis code is never reused: every module of the checker (the
+    machinery, the rules, the engine) is in the fingerprint, the runtime half and the editor
+    server are not (they shape no finding)."""
+    from graphlint.caching.store import fingerprinted_sources
+
+    covered = {relative for relative, _ in fingerprinted_sources()}
+    assert {
+        "checkers/machinery/core/binder.py",
+        "checkers/rules/stream/gl302_cross_stream_use_without_wait.py",
+    } <= covered
+    assert {"engine.py", "sources/discovery.py", "caching/codec.py"} <= covered
+    assert not any(path.startswith(("runtime_sanitizer/", "server/")) for path in covered)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import HAZARD, run_cli
-from graphlint import __version__, cache_codec
+from graphlint import __version__
+from graphlint.caching import codec as cache_codec
 from graphlint.config import ConfigResolver
 from graphlint.engine import CheckOptions, check
 
@@ -114,7 +115,7 @@ def test_summaries_round_trip_through_the_cache_format(write_tree) -> None:
 
 
 def test_a_value_the_format_cannot_hold_is_not_cached_and_does_not_crash(tmp_path: Path) -> None:
-    from graphlint.cache import SummaryCache
+    from graphlint.caching.store import SummaryCache
     from graphlint.checkers.machinery.core.model import ModuleSummary
 
     cache = SummaryCache(tmp_path / "cache")

@@ -152,7 +152,7 @@ async def test_follow_values_from_configuration_and_a_bad_value_is_reported(
 
 
 def test_settings_of_any_shape_are_reported_not_fatal() -> None:
-    from graphlint.server_settings import EditorSettings, updated
+    from graphlint.server.settings import EditorSettings, updated
 
     kept = EditorSettings(preview=True)
     for raw in (["preview"], "preview", 3, {"graphlint": None}, {"graphlint": [True]}):

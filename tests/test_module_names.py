@@ -12,7 +12,7 @@ import os
 
 from conftest import run_cli
 from graphlint.config import ConfigResolver
-from graphlint.discovery import discover
+from graphlint.sources.discovery import discover
 
 
 def _modules(root, *paths: str) -> dict[str, str]:

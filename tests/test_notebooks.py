@@ -13,7 +13,7 @@ from test_partial_runs import run_stdin
 
 from conftest import FIXTURES, check_json, run_cli
 from graphlint import cli
-from graphlint.notebooks import Notebook
+from graphlint.sources.notebooks import Notebook
 
 NOTEBOOKS = FIXTURES / "notebooks"
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from graphlint.checkers.machinery.project.captures import OUTSIDE, RESOLVED, CaptureRegion, CaptureReport
 from graphlint.findings import cell_prefix
-from graphlint.notebooks import Notebook
+from graphlint.sources.notebooks import Notebook
 
 _MAX_TARGETS = 3
 

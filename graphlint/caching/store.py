@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from graphlint import __version__, cache_codec
+from graphlint import __version__
+from graphlint.caching import codec as cache_codec
 from graphlint.checkers.machinery.core.model import ModuleSummary
 from graphlint.findings import Finding
 
@@ -43,17 +44,25 @@ def code_fingerprint() -> str:
     CI's corpus check included) the analysis changes while the version does not.
     """
     digest = hashlib.blake2b(digest_size=16)
-    package = Path(__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
-        relative = path.relative_to(package).as_posix()
-        if relative.startswith(_NOT_STATIC):
-            continue  # the runtime half and the editor server do not shape a summary or a finding
+    for relative, path in fingerprinted_sources():
         digest.update(relative.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-_NOT_STATIC = ("runtime_sanitizer/", "language_server.py")
+def fingerprinted_sources() -> list[tuple[str, Path]]:
+    """graphlint's modules that shape a summary or a finding, by path inside the package: all
+    but the runtime half and the editor server, which analyse nothing."""
+    package = Path(__file__).resolve().parent.parent  # graphlint/, not this subpackage
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if not relative.startswith(_NOT_STATIC):
+            found.append((relative, path))
+    return found
+
+
+_NOT_STATIC = ("runtime_sanitizer/", "server/")
 
 
 def run_key(parts: list[str]) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from graphlint.checkers.machinery.core.names import module_name_for
 from graphlint.config import ConfigResolver, Settings, matches_pattern, real_path, relative_to_root
-from graphlint.notebooks import SUFFIX as NOTEBOOK_SUFFIX
+from graphlint.sources.notebooks import SUFFIX as NOTEBOOK_SUFFIX
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,11 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from graphlint import __version__
-from graphlint.cache import CACHE_DIR_NAME
+from graphlint.caching.store import CACHE_DIR_NAME
 from graphlint.core_rules import INTERNAL_ERROR, PARSE_ERROR, UNUSED_SUPPRESSION
 from graphlint.findings import Finding
 from graphlint.registry import get_rule
-from graphlint.server_actions import (
+from graphlint.server.actions import (
     fix_all,
     position_range,
     quick_fix,
@@ -38,8 +38,8 @@ from graphlint.server_actions import (
     utf16_length,
     wanted,
 )
-from graphlint.server_settings import EditorSettings, updated
-from graphlint.server_worker import AnalysisQueue, AnalysisRequest, AnalysisResult
+from graphlint.server.settings import EditorSettings, updated
+from graphlint.server.worker import AnalysisQueue, AnalysisRequest, AnalysisResult
 
 DEBOUNCE_SECONDS = 0.3
 _CODE_AT = re.compile(r"GL\d{3}")

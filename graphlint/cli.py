@@ -14,6 +14,8 @@ import io
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -668,9 +670,38 @@ def _source_paths(result: CheckResult) -> dict[str, str]:
 def _fix_loop(
     args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions, result: CheckResult
 ) -> CheckResult:
-    fixed_total = 0
-    fixed_findings: list[Finding] = []
-    fixed_files: set[str] = set()
+    passes = _fix_passes(args, resolver, options, result, _write_edited)
+    fixed_total, fixed_files = len(passes.applied), len(passes.texts)
+    if fixed_total:
+        _note(
+            args,
+            f"graphlint: fixed {fixed_total} finding{'s' if fixed_total != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}",
+        )
+    _report_fixed(args, passes.applied)
+    return passes.result
+
+
+@dataclass
+class _FixPasses:
+    """What the fix passes did: the last check, the findings fixed, and for each edited file
+    its text before the first pass and after the last."""
+
+    result: CheckResult
+    applied: list[Finding] = field(default_factory=list)
+    texts: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def _fix_passes(
+    args: argparse.Namespace,
+    resolver: ConfigResolver,
+    options: CheckOptions,
+    result: CheckResult,
+    keep: Callable[[str, str, bytes, SourceText, str], bool],
+) -> _FixPasses:
+    """Fix, re-check, fix again until nothing changes: the one loop of `--fix` and `--diff`, so
+    the diff is what `--fix` writes (a fix that waits for a later pass included). ``keep`` takes
+    each edited file's text (writes it, or holds it for the next check); whether it did."""
+    passes = _FixPasses(result)
     refused: set[str] = set()
     for _ in range(_MAX_FIX_PASSES):
         changed = False
@@ -689,23 +720,16 @@ def _fix_loop(
                 continue
             if not outcome.applied:
                 continue
-            if not _write_edited(display, paths[display], data, source, outcome.fixed):
+            if not keep(display, paths[display], data, source, outcome.fixed):
                 refused.add(display)
                 continue
-            fixed_total += len(outcome.applied)
-            fixed_findings.extend(outcome.applied)
-            fixed_files.add(display)
+            passes.applied.extend(outcome.applied)
+            passes.texts[display] = (passes.texts.get(display, (source.text, ""))[0], outcome.fixed)
             changed = True
         if not changed:
             break
-        result = _run_check(args, resolver, options)
-    if fixed_total:
-        _note(
-            args,
-            f"graphlint: fixed {fixed_total} finding{'s' if fixed_total != 1 else ''} in {len(fixed_files)} file{'s' if len(fixed_files) != 1 else ''}",
-        )
-    _report_fixed(args, fixed_findings)
-    return result
+        result = passes.result = _run_check(args, resolver, options)
+    return passes
 
 
 def _write_edited(display: str, path: str, read: bytes, source: SourceText, text: str) -> bool:
@@ -724,31 +748,29 @@ def _write_edited(display: str, path: str, read: bytes, source: SourceText, text
 
 
 def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
-    result = _run_check(args, resolver, options)
-    chunks = []
-    for display, found in sorted(_by_path(result.findings).items()):
-        data = result.sources.get(display)
+    def hold(display: str, path: str, read: bytes, source: SourceText, text: str) -> bool:
+        data = source.encode(text)
         if data is None:
-            continue
-        source = source_text(data)
-        if source is None:
-            continue
-        original = source.text
-        outcome = fix_file(display, original, found, args.unsafe_fixes)
-        if outcome.error:
-            print(f"graphlint: cannot fix {display}: {outcome.error}", file=sys.stderr)
-            continue
-        if outcome.applied:
-            chunks.append(
-                "".join(
-                    difflib.unified_diff(
-                        original.splitlines(keepends=True),
-                        outcome.fixed.splitlines(keepends=True),
-                        fromfile=f"a/{display}",
-                        tofile=f"b/{display}",
-                    )
-                )
+            print(
+                f"graphlint: not fixing {display}: the edit does not fit its encoding ({source.encoding})",
+                file=sys.stderr,
             )
+            return False
+        args.unsaved = {**args.unsaved, Path(path): data}  # the next check reads the edit; the disk is untouched
+        return True
+
+    passes = _fix_passes(args, resolver, options, _run_check(args, resolver, options), hold)
+    chunks = [
+        "".join(
+            difflib.unified_diff(
+                original.splitlines(keepends=True),
+                fixed.splitlines(keepends=True),
+                fromfile=f"a/{display}",
+                tofile=f"b/{display}",
+            )
+        )
+        for display, (original, fixed) in sorted(passes.texts.items())
+    ]
     text = "".join(chunks)
     if args.output_file:
         _write_output(args.output_file, text)

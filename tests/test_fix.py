@@ -376,3 +376,16 @@ def test_diff_prints_exactly_what_fix_writes_on_the_fixture_tree(tmp_path, monke
     assert _tree_diff(original, diffed) == ""
     assert main([*flags, "--diff"]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_a_finding_below_the_precision_bar_gets_no_safe_fix() -> None:
+    """A finding only preview mode reports is often false on real code: its fix waits for
+    `--unsafe-fixes`, even where the rule's fix is safe on a true finding."""
+    from graphlint.registry import get_rule
+
+    fix = Fix("safe", "keep a copy", (AppendMethodCall((1, 1, 1, 2), "clone"),))
+    certain = Finding.of(get_rule("GL201"), "kept", "a.py", (1, 1, 1, 2), fix)
+    uncertain = Finding.of(get_rule("GL201"), "kept", "a.py", (1, 1, 1, 2), fix, preview=True)
+    assert certain.safely_fixable and not uncertain.safely_fixable
+    assert fix_file("a.py", "y\n", [uncertain], unsafe=False).applied == []
+    assert fix_file("a.py", "y\n", [uncertain], unsafe=True).fixed == "y.clone()\n"

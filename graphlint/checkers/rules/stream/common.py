@@ -4,7 +4,8 @@
 allocator waits, at the release, for the work queued on `s` by then. So the fix goes right
 after the statement that used `x` on `s`, moved out of the loops that neither bind `x` (or
 the stream) nor release it: a record inside a timing loop would run (and be timed) in every
-iteration. Where `x` may be None at that point (an attribute the class sets to None, a
+iteration; and out of an `if` whose other arm uses `x` too, where a record in one arm would
+leave the other unrecorded. Where `x` may be None at that point (an attribute the class sets to None, a
 parameter that defaults to it, a test the code makes), the record is guarded. No fix is
 offered where it would record something else than the memory in use: a use that rebinds
 the name in the same statement, a name that holds a container, a stream that is not an
@@ -39,7 +40,7 @@ def record_stream_fix(
         return None
     if _holds_a_container(w, name) or _records_already(w, name, stream):
         return None
-    anchor, tests = _placement(w.body, statement, {name, *_names_in(stream)}, release)
+    anchor, tests = _placement(w.body, statement, name, {name, *_names_in(stream)}, release)
     record = f"{name}.record_stream({stream})"
     # Right after a use of `name` as a tensor it is one; a hand-off binds it from what may be None
     guard = (rebinds(statement, name) or bool(tests)) and _may_be_none(w, name, tests, statement.lineno)
@@ -52,24 +53,39 @@ def record_stream_fix(
 
 
 def _placement(
-    body: list[ast.stmt], statement: ast.stmt, names: set[str], release: ast.AST | None
+    body: list[ast.stmt], statement: ast.stmt, name: str, names: set[str], release: ast.AST | None
 ) -> tuple[ast.stmt, list[ast.expr]]:
     """The statement to insert after: ``statement``, or the outermost loop around it that
-    neither binds ``names`` nor holds ``release``, with nothing between that does; and the
+    neither binds ``names`` nor holds ``release``, with nothing between that does, or the `if`
+    whose other arm uses ``name`` too, inside the same `with` (one record after both arms, not
+    one in each); and the
     tests of the `if`s the record is moved out of."""
     anchor = statement
     tests: list[ast.expr] = []
     passed: list[ast.expr] = []
+    in_block = True  # no `with` passed yet: an `if` here has both arms on the use's stream
     for outer in reversed(_enclosing(body, statement) or []):
+        movable = not (release is not None and _contains(outer, release)) and not names & _bound_by(outer)
         if isinstance(outer, _LOOPS):
-            if (release is not None and _contains(outer, release)) or names & _bound_by(outer):
+            if not movable:
                 break
             anchor = outer
             tests.extend(passed)
             passed = []
         elif isinstance(outer, ast.If):
             passed.append(outer.test)
+            other = outer.orelse if any(_contains(stmt, anchor) for stmt in outer.body) else outer.body
+            if movable and in_block and any(_names(stmt, name) for stmt in other):
+                anchor = outer
+                tests.extend(passed)
+                passed = []
+        elif isinstance(outer, (ast.With, ast.AsyncWith)):
+            in_block = False
     return anchor, tests
+
+
+def _names(stmt: ast.stmt, name: str) -> bool:
+    return any(isinstance(node, (ast.Name, ast.Attribute)) and source_text(node) == name for node in walk_no_defs(stmt))
 
 
 def _enclosing(body: list[ast.stmt], target: ast.stmt) -> list[ast.stmt] | None:

@@ -14,6 +14,8 @@ import io
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -676,9 +678,39 @@ def _source_paths(result: CheckResult) -> dict[str, str]:
 def _fix_loop(
     args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions, result: CheckResult
 ) -> CheckResult:
-    fixed_total = 0
-    fixed_findings: list[Finding] = []
-    fixed_files: set[str] = set()
+    passes = _fix_passes(args, resolver, options, result, _write_edited)
+    fixed_total, fixed_files = len(passes.applied), len(passes.texts)
+    if fixed_total:
+        _note(
+            args,
+            f"graphlint: fixed {fixed_total} finding{'s' if fixed_total != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}",
+        )
+    _report_fixed(args, passes.applied)
+    return passes.result
+
+
+@dataclass
+class _FixPasses:
+    """What the fix passes did: the last check, the findings fixed, and for each edited file
+    its text before the first pass and after the last."""
+
+    result: CheckResult
+    applied: list[Finding] = field(default_factory=list)
+    texts: dict[str, tuple[str, str]] = field(default_factory=dict)
+    notebooks: dict[str, Notebook | None] = field(default_factory=dict)  # as first read: a diff's "before"
+
+
+def _fix_passes(
+    args: argparse.Namespace,
+    resolver: ConfigResolver,
+    options: CheckOptions,
+    result: CheckResult,
+    keep: Callable[[str, str, bytes, SourceText, str, Notebook | None], bool],
+) -> _FixPasses:
+    """Fix, re-check, fix again until nothing changes: the one loop of `--fix` and `--diff`, so
+    the diff is what `--fix` writes (a fix that waits for a later pass included). ``keep`` takes
+    each edited file's text (writes it, or holds it for the next check); whether it did."""
+    passes = _FixPasses(result)
     refused: set[str] = set()
     for _ in range(_MAX_FIX_PASSES):
         changed = False
@@ -697,23 +729,18 @@ def _fix_loop(
                 continue
             if not outcome.applied:
                 continue
-            if not _write_edited(display, paths[display], data, source, outcome.fixed, result.notebooks.get(display)):
+            notebook = result.notebooks.get(display)
+            if not keep(display, paths[display], data, source, outcome.fixed, notebook):
                 refused.add(display)
                 continue
-            fixed_total += len(outcome.applied)
-            fixed_findings.extend(_located(outcome.applied, result))
-            fixed_files.add(display)
+            passes.applied.extend(_located(outcome.applied, result))
+            passes.texts[display] = (passes.texts.get(display, (source.text, ""))[0], outcome.fixed)
+            passes.notebooks.setdefault(display, notebook)
             changed = True
         if not changed:
             break
-        result = _run_check(args, resolver, options)
-    if fixed_total:
-        _note(
-            args,
-            f"graphlint: fixed {fixed_total} finding{'s' if fixed_total != 1 else ''} in {len(fixed_files)} file{'s' if len(fixed_files) != 1 else ''}",
-        )
-    _report_fixed(args, fixed_findings)
-    return result
+        result = passes.result = _run_check(args, resolver, options)
+    return passes
 
 
 def _write_edited(
@@ -762,22 +789,23 @@ def _file_diff(display: str, original: str, fixed: str, notebook: Notebook | Non
 
 
 def _diff(args: argparse.Namespace, resolver: ConfigResolver, options: CheckOptions) -> int:
-    result = _run_check(args, resolver, options)
-    chunks = []
-    for display, found in sorted(_by_path(result.findings).items()):
-        data = result.sources.get(display)
+    def hold(display: str, path: str, read: bytes, source: SourceText, text: str, notebook: Notebook | None) -> bool:
+        if notebook is not None:
+            data, reason = notebook.edited(text)
+        else:
+            data = source.encode(text)
+            reason = f"the edit does not fit its encoding ({source.encoding})" if data is None else None
         if data is None:
-            continue
-        source = source_text(data)
-        if source is None:
-            continue
-        original = source.text
-        outcome = fix_file(display, original, found, args.unsafe_fixes)
-        if outcome.error:
-            print(f"graphlint: cannot fix {display}: {outcome.error}", file=sys.stderr)
-            continue
-        if outcome.applied:
-            chunks.append(_file_diff(display, original, outcome.fixed, result.notebooks.get(display)))
+            print(f"graphlint: not fixing {display}: {reason}", file=sys.stderr)
+            return False
+        args.unsaved = {**args.unsaved, Path(path): data}  # the next check reads the edit; the disk is untouched
+        return True
+
+    passes = _fix_passes(args, resolver, options, _run_check(args, resolver, options), hold)
+    chunks = [
+        _file_diff(display, original, fixed, passes.notebooks.get(display))
+        for display, (original, fixed) in sorted(passes.texts.items())
+    ]
     text = "".join(chunks)
     if args.output_file:
         _write_output(args.output_file, text)

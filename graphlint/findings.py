@@ -7,7 +7,7 @@ found at runtime.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graphlint.fixing.ops import FixOperation
@@ -135,8 +135,14 @@ class Finding:
         call_path: tuple[CallSite, ...] = (),
         preview: bool = False,
     ) -> Finding:
-        """The one way to make a finding of ``rule`` (a `registry.Rule`) at a 1-based ``span``."""
+        """The one way to make a finding of ``rule`` (a `registry.Rule`) at a 1-based ``span``.
+
+        A finding only preview mode reports (a preview rule's, or a rule's preview behaviour) is
+        below the precision bar: on real code it is often false, and a fix of a false finding
+        changes a correct program, so its fix is never applied without `--unsafe-fixes`."""
         line, column, end_line, end_column = span
+        if fix is not None and fix.applicability == "safe" and (preview or rule.preview):
+            fix = replace(fix, applicability="unsafe")
         return cls(
             rule.code,
             rule.name,

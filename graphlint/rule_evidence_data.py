@@ -21,11 +21,11 @@ EVIDENCE: dict[str, dict[str, int]] = {
     "GL111": {"positives": 5, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL112": {"positives": 4, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL113": {"positives": 3, "labelled": 0, "true": 0, "injected": 0, "found": 0},
-    "GL201": {"positives": 18, "labelled": 0, "true": 0, "injected": 0, "found": 0},
+    "GL201": {"positives": 21, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL202": {"positives": 6, "labelled": 0, "true": 0, "injected": 1, "found": 0},
     "GL203": {"positives": 8, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL204": {"positives": 10, "labelled": 0, "true": 0, "injected": 0, "found": 0},
-    "GL301": {"positives": 40, "labelled": 0, "true": 0, "injected": 1, "found": 0},
+    "GL301": {"positives": 47, "labelled": 0, "true": 0, "injected": 1, "found": 0},
     "GL302": {"positives": 60, "labelled": 3, "true": 3, "injected": 1, "found": 1},
     "GL303": {"positives": 13, "labelled": 9, "true": 0, "injected": 0, "found": 0},
 }

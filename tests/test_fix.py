@@ -327,3 +327,65 @@ def test_a_check_parses_with_libcst_only_for_fixes_it_shows_or_applies(tmp_path)
     assert not loads_libcst("--select", "GL106,GL107")  # text: fix hints, no edits
     assert not loads_libcst("--format", "json", "--preview", "--select", "GL108")  # a finding without a fix
     assert loads_libcst("--format", "json", "--select", "GL107")
+
+
+def _tree_diff(before: Path, after: Path) -> str:
+    """What `--diff` would print for the change from ``before`` to ``after``, file by file."""
+    import difflib
+
+    chunks = []
+    for path in sorted(before.rglob("*.py"), key=lambda p: p.relative_to(before).as_posix()):
+        display = f"./{path.relative_to(before).as_posix()}"
+        old, new = path.read_bytes(), (after / path.relative_to(before)).read_bytes()
+        if old != new:  # the fixtures that are not UTF-8 have no fix
+            lines = difflib.unified_diff(
+                old.decode().splitlines(keepends=True),
+                new.decode().splitlines(keepends=True),
+                f"a/{display}",
+                f"b/{display}",
+            )
+            chunks.append("".join(lines))
+    return "".join(chunks)
+
+
+def test_diff_prints_exactly_what_fix_writes_on_the_fixture_tree(tmp_path, monkeypatch, capsys) -> None:
+    """`--diff` runs `--fix`'s passes (a fix that waits for a re-check included) on the text in
+    memory: on a copy of every rule fixture, with unsafe fixes and preview findings, it prints the
+    change `--fix` writes, and writes nothing itself; after `--fix` no fix is left to apply."""
+    import shutil
+
+    from graphlint.cli import main
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
+    original, diffed, fixed = tmp_path / "original", tmp_path / "diffed", tmp_path / "fixed"
+    for copy in (original, diffed, fixed):
+        shutil.copytree(fixtures, copy, ignore=shutil.ignore_patterns("*.snap"))
+    flags = ["check", ".", "--no-cache", "--jobs", "1", "--preview", "--unsafe-fixes", "--exit-zero", "-q"]
+
+    monkeypatch.chdir(diffed)
+    capsys.readouterr()
+    assert main([*flags, "--diff"]) == 0
+    printed = capsys.readouterr().out
+    monkeypatch.chdir(fixed)
+    assert main([*flags, "--fix"]) == 0
+    capsys.readouterr()
+
+    written = _tree_diff(original, fixed)
+    assert written.count("+++ b/") >= 10  # the fixtures exercise many fixes
+    assert printed == written
+    assert _tree_diff(original, diffed) == ""
+    assert main([*flags, "--diff"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_a_finding_below_the_precision_bar_gets_no_safe_fix() -> None:
+    """A finding only preview mode reports is often false on real code: its fix waits for
+    `--unsafe-fixes`, even where the rule's fix is safe on a true finding."""
+    from graphlint.registry import get_rule
+
+    fix = Fix("safe", "keep a copy", (AppendMethodCall((1, 1, 1, 2), "clone"),))
+    certain = Finding.of(get_rule("GL201"), "kept", "a.py", (1, 1, 1, 2), fix)
+    uncertain = Finding.of(get_rule("GL201"), "kept", "a.py", (1, 1, 1, 2), fix, preview=True)
+    assert certain.safely_fixable and not uncertain.safely_fixable
+    assert fix_file("a.py", "y\n", [uncertain], unsafe=False).applied == []
+    assert fix_file("a.py", "y\n", [uncertain], unsafe=True).fixed == "y.clone()\n"

@@ -148,11 +148,13 @@ def _rewrite_for(
         if not operation.attr.isidentifier():
             raise FixError(f"the fix's attribute `{operation.attr}` is not a Python name")
         return node, lambda updated: updated.with_changes(attr=cst.Name(operation.attr))
-    line = _parse_simple_statement(operation.code, config)
+    line = _parse_statement(operation.code, config)
     if isinstance(node, cst.BaseCompoundStatement):
         return node, lambda updated: cst.FlattenSentinel([updated, line])
     if isinstance(parent, cst.SimpleStatementLine) and parent.body[-1] is node:
         return parent, lambda updated: cst.FlattenSentinel([updated, line])
+    if not isinstance(line, cst.SimpleStatementLine):
+        raise FixError(f"the fix's statement `{operation.code.splitlines()[0]}` cannot share a line")
     return node, lambda updated: _after_on_same_line(updated, line.body[0])
 
 
@@ -163,14 +165,18 @@ def _parse_expression(code: str, config: cst.PartialParserConfig) -> cst.BaseExp
         raise FixError(f"the fix's value `{code}` is not a Python expression") from None
 
 
-def _parse_simple_statement(code: str, config: cst.PartialParserConfig) -> cst.SimpleStatementLine:
+def _parse_statement(code: str, config: cst.PartialParserConfig) -> cst.SimpleStatementLine | cst.If:
+    """One simple statement, or an `if` without `else` guarding simple ones (`if x is not None: ...`)."""
     try:
         statement = cst.parse_statement(code, config)
     except Exception:
         statement = None
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        raise FixError(f"the fix's statement `{code}` is not one simple statement")
-    return statement
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        return statement
+    if isinstance(statement, cst.If) and statement.orelse is None and isinstance(statement.body, cst.IndentedBlock):
+        if all(isinstance(inner, cst.SimpleStatementLine) for inner in statement.body.body):
+            return statement
+    raise FixError(f"the fix's statement `{code}` is not one simple statement or an `if` guarding some")
 
 
 def _atom(node: cst.BaseExpression) -> cst.BaseExpression:

@@ -44,7 +44,8 @@ class SetKeyword:
 
 @dataclass(frozen=True)
 class InsertStatementAfter:
-    """Insert the simple statement ``code`` right after a statement, in the same block."""
+    """Insert ``code`` right after a statement, in the same block: one simple statement, or an
+    `if` guarding simple ones (`if x is not None:` then `x.record_stream(s)`)."""
 
     span: Span  # the statement
     code: str

@@ -16,7 +16,10 @@ name of the same memory.
 
 from __future__ import annotations
 
+import ast
+
 from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.core.syntax import line_of
 from graphlint.checkers.machinery.detectors import Detector
 from graphlint.checkers.machinery.flows.stream.stream_flow import (
@@ -26,7 +29,8 @@ from graphlint.checkers.machinery.flows.stream.stream_flow import (
     ReleasedInUse,
     show_stream,
 )
-from graphlint.checkers.rules.stream.common import record_stream_fix
+from graphlint.checkers.rules.stream.common import rebinds, record_stream_fix
+from graphlint.findings import Fix
 from graphlint.registry import Rule, declare
 
 RULE = declare(
@@ -97,7 +101,7 @@ class DelWithoutStreamSync(Detector):
             f"`{event.name}` is released {where} while {user} may still use it (line "
             f"{line_of(event.use_node)}): the allocator can hand its memory to the next allocation on "
             f"`{show_stream(event.alloc_stream)}`",
-            fix=record_stream_fix(w, event.use_statement, event.name, event.use_stream),
+            fix=_release_fix(w, event),
             always=True,
             preview=not event.certain,
         )
@@ -127,3 +131,14 @@ class DelWithoutStreamSync(Detector):
             always=True,
             preview=not event.certain,
         )
+
+
+def _release_fix(w: FunctionWalker, event: ReleasedInUse) -> Fix | None:
+    """Record the name the side stream used (`x` in `x.add_(1)`), not the released one, which
+    may be a holder of it (`pair = (x, n)` ... `pair = None`)."""
+    used = event.use_node
+    name = used.id if isinstance(used, ast.Name) else source_text(used)
+    if (name != event.name and not isinstance(used, ast.Name)) or rebinds(event.use_statement, name):
+        return None
+    release = None if event.scope_end else event.node
+    return record_stream_fix(w, event.use_statement, name, event.use_stream, release)

@@ -483,8 +483,8 @@ class ReplayFlow(FlowState):
         return None
 
     def _keep(self, holder: str | None, value: ast.AST, graph: str, container: bool) -> None:
-        if holder is None:
-            return
+        if holder is None or self._capturing(value, graph) is not None:
+            return  # stored while capturing `graph`: the holder gets the static output itself, once
         if container and self._in_replay_loop(graph):
             self.emit(OutputStoredInLoop(value, graph, holder))
             return
@@ -494,6 +494,7 @@ class ReplayFlow(FlowState):
         if isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self.kill(element)
+                self._bound_in_capture(element)
             return
         key = key_of(target)
         if key is None:
@@ -512,9 +513,16 @@ class ReplayFlow(FlowState):
         self._assign_output(target, key, value)
 
     def _assign_output(self, target: ast.expr, key: str, value: ast.expr) -> None:
+        if self._bound_in_capture(target):
+            self.kill(target)
+            return
         graph = self.static_output_graph(value)
         if key in self.facts.outputs and graph is None:
             self.kill(target)
+            if isinstance(target, ast.Name):
+                # `x = torch.rand(...)` outside the capture: from here on `x` is fresh data, not
+                # the static output the capture bound (a capture passed later binds it again)
+                del self.facts.outputs[key]
             return
         if graph is not None and key not in self.facts.outputs:
             if key.startswith("self.") and not self._replays(graph) and not self.loop_depth:
@@ -526,6 +534,27 @@ class ReplayFlow(FlowState):
             self._keep(key, value, graph, container)
             return
         self.kill(target)
+
+    def _capturing(self, node: ast.AST, graph: str | None = None) -> Capture | None:
+        """The capture of this function (of ``graph``, if given) whose body holds ``node``."""
+        line = getattr(node, "lineno", 0)
+        for capture in self.captures:
+            if (
+                capture.function == self.w.qualname
+                and capture.line <= line <= capture.end_line
+                and (graph is None or capture.graph == graph)
+            ):
+                return capture
+        return None
+
+    def _bound_in_capture(self, target: ast.expr) -> bool:
+        """A name or slot a capture of this function binds: a static output again from here on."""
+        key = key_of(target)
+        capture = self._capturing(target) if key is not None else None
+        if key is None or capture is None or key not in capture.outputs:
+            return False
+        self.facts.outputs[key] = capture.graph
+        return True
 
     def _publish_output(self, key: str, graph: str) -> None:
         self.facts.outputs[key] = graph

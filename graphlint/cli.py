@@ -656,8 +656,8 @@ def _write_output(name: str, report: str) -> None:
 
 def _with_fix_edits(fmt: str, result: CheckResult) -> list[Finding]:
     """The findings as shown (a notebook's in their cells), with their fixes' text edits where the
-    format shows them (JSON, SARIF)."""
-    if fmt not in ("json", "sarif") or not any(f.fix is not None for f in result.findings):
+    format shows them (JSON, SARIF, rdjson)."""
+    if fmt not in ("json", "sarif", "rdjson") or not any(f.fix is not None for f in result.findings):
         return _located(result.findings, result)
     from graphlint.fixing.edits import with_edits  # libcst: only for a report that shows fixes
 

@@ -61,3 +61,42 @@ def test_sarif_results_carry_partial_fingerprints_and_rules_markdown_help(write_
     rule = next(r for r in run["tool"]["driver"]["rules"] if r["id"] == "GL101")
     assert rule["help"]["markdown"].startswith("# GL101 [host-sync-in-capture]")
     assert "```" not in rule["help"]["text"] and rule["help"]["text"]
+
+
+_AUTOCAST = """import torch
+
+g = torch.cuda.CUDAGraph()
+x = torch.zeros(4, device="cuda")
+with torch.autocast("cuda"):
+    with torch.cuda.graph(g):
+        y = x * 2
+"""
+
+
+def _apply(text: str, suggestions: list[dict]) -> str:
+    """Apply reviewdog suggestions (1-based lines and columns) the way reviewdog does."""
+    lines = text.splitlines(keepends=True)
+    for suggestion in sorted(suggestions, key=lambda s: (s["range"]["start"]["line"], s["range"]["start"]["column"])):
+        start, end = suggestion["range"]["start"], suggestion["range"]["end"]
+        before = lines[start["line"] - 1][: start["column"] - 1]
+        after = lines[end["line"] - 1][end["column"] - 1 :]
+        lines[start["line"] - 1 : end["line"]] = [before + suggestion["text"] + after]
+    return "".join(lines)
+
+
+def test_rdjson_gives_reviewdog_its_diagnostics_and_the_fix_as_a_suggestion(write_tree) -> None:
+    root = write_tree({"bad.py": HAZARD, "amp.py": _AUTOCAST})
+    result = run_cli("check", "--no-cache", "--format", "rdjson", ".", cwd=root)
+    report = json.loads(result.stdout)
+    assert report["source"]["name"] == "graphlint"
+    found = {
+        (d["location"]["path"], d["code"]["value"], d["location"]["range"]["start"]["line"])
+        for d in report["diagnostics"]
+    }
+    assert found == {("bad.py", "GL101", 6), ("bad.py", "GL111", 7), ("amp.py", "GL107", 5)}
+    assert {d["severity"] for d in report["diagnostics"]} == {"ERROR"}
+    (autocast,) = [d for d in report["diagnostics"] if d["code"]["value"] == "GL107"]
+    suggested = _apply(_AUTOCAST, autocast["suggestions"])
+    run_cli("check", "--no-cache", "--fix", "amp.py", cwd=root)
+    assert suggested == (root / "amp.py").read_text()  # the suggestion is what --fix writes
+    assert "cache_enabled=False" in suggested

@@ -8,11 +8,11 @@ from graphlint.reporters.context import ReportContext
 __all__ = ["FORMATS", "ReportContext", "render"]
 
 
-FORMATS = ("text", "concise", "json", "sarif", "github", "gitlab", "pylint", "junit")
+FORMATS = ("text", "concise", "json", "sarif", "github", "gitlab", "pylint", "rdjson", "junit")
 
 
 def render(fmt: str, findings: list[Finding], context: ReportContext) -> str:
-    from graphlint.reporters import github, gitlab, json_report, junit, sarif, text
+    from graphlint.reporters import github, gitlab, json_report, junit, rdjson, sarif, text
 
     renderers = {
         "text": text.render,
@@ -22,6 +22,7 @@ def render(fmt: str, findings: list[Finding], context: ReportContext) -> str:
         "github": github.render,
         "gitlab": gitlab.render,
         "pylint": text.render_pylint,
+        "rdjson": rdjson.render,
         "junit": junit.render,
     }
     return renderers[fmt](findings, context)

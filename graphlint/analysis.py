@@ -76,9 +76,10 @@ def summarize_source(data: bytes, module: str, is_package: bool, codes: frozense
     if text is None:
         return ModuleSummary(module=module, error=error)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text)
+        try:
+            tree = _parse(text)
+        except RecursionError:  # the parser's own depth limit counts the frames already used
+            tree = run_deep(lambda: _parse(text))
     except SyntaxError as error:
         summary = ModuleSummary(module=module, error=f"syntax error: {error.msg}")
         summary.error_line = error.lineno or 1
@@ -104,6 +105,18 @@ def summarize_source(data: bytes, module: str, is_package: bool, codes: frozense
             internal_error=f"summarising the file failed: {type(error).__name__}: {error}",
             internal_traceback=traceback.format_exc(),
         )
+
+
+def _parse(text: str) -> ast.Module:
+    """The syntax tree, quietly (a file's invalid escapes are its own business).
+
+    CPython's limit on how deep a tree `ast.parse` builds is a multiple of the recursion limit
+    minus the frames already in use: a 2,900-term sum that parses at a script's top level
+    overflows a few dozen frames down, inside graphlint. So a RecursionError is retried with
+    `run_deep`'s room, and only what CPython cannot parse at all stays GL000."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)
 
 
 def _summarize_tree(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -91,6 +92,36 @@ def test_a_file_as_deep_as_cpython_parses_is_analysed_not_gl000(write_tree) -> N
     result = run_cli("check", "--no-cache", "--format", "json", ".", cwd=root)
     found = [(f["path"], f["code"]) for f in json.loads(result.stdout)]
     assert found == [("./deep.py", "GL101")], found
+
+
+_LONG_SUM = (
+    "import torch\n\n\ndef step(g, x):\n    with torch.cuda.graph(g):\n        y = {}\n        print(y.item())\n"
+)
+# The most terms a fresh interpreter's `ast.parse` accepts in _LONG_SUM (each `+` nests a BinOp).
+_PROBE = f"""
+import ast
+def source(n):
+    return {_LONG_SUM!r}.format(" + ".join(["x"] * n))
+low, high = 10, 20000
+while low < high:
+    middle = (low + high + 1) // 2
+    try:
+        ast.parse(source(middle))
+        low = middle
+    except (RecursionError, MemoryError):
+        high = middle - 1
+print(low)
+"""
+
+
+def test_a_long_expression_cpython_parses_is_analysed_not_gl000(write_tree) -> None:
+    """The longest sum a fresh interpreter parses is parsed at graphlint's depth too (CPython's
+    limit counts the frames already in use): the hazard after it is reported, nothing is GL000."""
+    terms = int(subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True).stdout)
+    root = write_tree({"long.py": _LONG_SUM.format(" + ".join(["x"] * terms))})
+    result = run_cli("check", "--no-cache", "--format", "json", ".", cwd=root)
+    found = [(f["path"], f["code"]) for f in json.loads(result.stdout)]
+    assert found == [("./long.py", "GL101")], found
 
 
 def test_non_ascii_columns_count_characters(write_tree) -> None:

@@ -23,6 +23,7 @@ from graphlint.checkers.machinery.flows.stream.stream_flow import (
     DataSwappedInUse,
     HandedWithoutRecord,
     ReleasedInUse,
+    SideStorageFreed,
     show_stream,
 )
 from graphlint.checkers.rules.stream.common import record_stream_fix
@@ -125,4 +126,16 @@ class DelWithoutStreamSync(Detector):
             "before the first read in the block tells it to wait)",
             always=True,
             preview=not event.certain,
+        )
+
+    def on_SideStorageFreed(self, w: FunctionWalker, event: SideStorageFreed) -> None:
+        name, stream = event.name, event.stream
+        w.hazard(
+            RULE.code,
+            event.node,
+            f"`{name}`'s storage is freed here without `{name}.record_stream(torch.cuda.current_stream())`: "
+            f"`{event.allocator}` allocates it on `{stream}` (line {event.line}) and hands it to the current "
+            f"stream, so the allocator can give it to the next allocation on `{stream}` while the current "
+            "stream still reads it",
+            always=True,
         )

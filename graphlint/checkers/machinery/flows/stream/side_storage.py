@@ -27,6 +27,7 @@ The key is the attribute's name (`p._full_param_padded` for each parameter `p`).
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -182,16 +183,21 @@ def _resized(call: ast.Call) -> tuple[ast.expr, bool] | None:
 
 
 def _helper_change(walker: Binder, call: ast.Call) -> str | None:
-    """What a same-file function does to its first parameter's storage: `free` when every
-    resize of it is to 0, `alloc` when one is to anything else, None when it resizes none."""
+    """What a same-file function does to its first parameter's storage (`first_parameter_change`)."""
+    return helper_summary(walker, call, "storage-helper", first_parameter_change)  # type: ignore[return-value]
+
+
+def helper_summary(walker: Binder, call: ast.Call, kind: str, summarise: Callable[[Binder], object]) -> object:
+    """``summarise`` of the module-level function of this file that ``call`` names, once per
+    file and ``kind``; None for any other call (cheapest first: a bare name defined here)."""
     if not isinstance(call.func, ast.Name) or call.func.id not in walker.st.defs:
-        return None  # cheapest first: only module-level functions of this file
+        return None
     cache = walker.st.stream_effects
-    key = f"storage-helper:{call.func.id}"
+    key = f"{kind}:{call.func.id}"
     if key not in cache:
         callee = callee_walker(walker, call)
-        cache[key] = first_parameter_change(callee) if callee is not None else None
-    return cache[key]  # type: ignore[return-value]
+        cache[key] = summarise(callee) if callee is not None else None
+    return cache[key]
 
 
 def first_parameter_change(callee: Binder) -> str | None:

@@ -32,7 +32,7 @@ from graphlint.checkers.machinery.core.syntax import (
 from graphlint.checkers.machinery.detectors import hooks_for, static_codes
 from graphlint.checkers.machinery.dynamic_imports import bind_dynamic_imports, bind_torch_aliases, importer_call
 from graphlint.checkers.machinery.flows.replay import replay_flow, runner_trace
-from graphlint.checkers.machinery.flows.stream import stream_flow, stream_identity
+from graphlint.checkers.machinery.flows.stream import pending_sends, stream_flow, stream_identity
 from graphlint.checkers.machinery.host_attributes import host_attributes
 from graphlint.checkers.machinery.protocols import PROTOCOL_BASES
 from graphlint.checkers.machinery.values import value_facts
@@ -76,6 +76,8 @@ class FileSummarizer:
             replay_flow.analyze(st, self.source)
         if st.hooks.listens_to(stream_flow.EVENTS):
             stream_flow.analyze(st, self.source)
+        if st.hooks.listens_to(pending_sends.EVENTS):
+            pending_sends.analyze(st, self.source)
         return st.summary
 
     def _collect_imports_and_defs(self) -> None:

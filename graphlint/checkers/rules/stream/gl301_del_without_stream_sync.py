@@ -8,7 +8,13 @@ class makes on its side stream (`self.next_input = x.cuda(non_blocking=True)` un
 `torch.cuda.stream(self.stream)`) handed to the current stream without `record_stream`, where
 that stream never waits for the current one before it allocates again (apex's data
 prefetcher, fixed in d5e2bb4b); and `t.data = ...` in a side stream's block that read `t`,
-forked from the current stream before it (fairscale's FSDP gradient hook, fixed in a0fe832b).
+forked from the current stream before it (fairscale's FSDP gradient hook, fixed in a0fe832b);
+storage a class grows on its side stream in one method (joined into the current stream after)
+and shrinks to nothing in another with nothing ordering the free (`side_storage`: fairscale's
+`free_storage_(p._full_param_padded)`, fixed in 196898d6); and a tensor whose memory is swapped
+out (`.data =`, storage resized to 0, or a same-file helper doing so) while an asynchronous send
+of it is still in flight (`pending_sends`: Megatron-LM's `deallocate_output_tensor` after an
+overlapped P2P send, fixed in 260cba71).
 In preview: the other releases the flow finds unordered,
 which on real code are mostly ordered by a caller, a callee or a `record_stream` on another
 name of the same memory.
@@ -22,11 +28,13 @@ from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.core.syntax import line_of
 from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.flows.stream.pending_sends import SwappedBeforeWait
 from graphlint.checkers.machinery.flows.stream.stream_flow import (
     MAIN,
     DataSwappedInUse,
     HandedWithoutRecord,
     ReleasedInUse,
+    SideStorageFreed,
     show_stream,
 )
 from graphlint.checkers.rules.stream.common import rebinds, record_stream_fix
@@ -50,7 +58,11 @@ RULE = declare(
             "its side stream and hands to the current stream without `record_stream`, when that "
             "stream never waits for the current one (apex d5e2bb4b, the data prefetcher); and "
             "`t.data = ...` in a side stream's block that read `t`, forked from the current stream "
-            "(fairscale a0fe832b, the FSDP gradient hook)."
+            "(fairscale a0fe832b, the FSDP gradient hook); storage a class grows on a side stream "
+            "and joins into the current stream in one method, and shrinks to nothing in another "
+            "that orders nothing (fairscale 196898d6, `free_storage_`); and `.data =` (or storage "
+            "resized to nothing, or a same-file helper doing so) on a tensor an asynchronous send was "
+            "given, before its handle is waited (Megatron-LM 260cba71, `deallocate_output_tensor`)."
         ),
         name="del-without-stream-sync",
         fix="unsafe",
@@ -130,6 +142,29 @@ class DelWithoutStreamSync(Detector):
             "before the first read in the block tells it to wait)",
             always=True,
             preview=not event.certain,
+        )
+
+    def on_SideStorageFreed(self, w: FunctionWalker, event: SideStorageFreed) -> None:
+        name, stream = event.name, event.stream
+        w.hazard(
+            RULE.code,
+            event.node,
+            f"`{name}`'s storage is freed here without `{name}.record_stream(torch.cuda.current_stream())`: "
+            f"`{event.allocator}` allocates it on `{stream}` (line {event.line}) and hands it to the current "
+            f"stream, so the allocator can give it to the next allocation on `{stream}` while the current "
+            "stream still reads it",
+            always=True,
+        )
+
+    def on_SwappedBeforeWait(self, w: FunctionWalker, event: SwappedBeforeWait) -> None:
+        w.hazard(
+            RULE.code,
+            event.node,
+            f"`{event.name}`'s memory is swapped out here (`{event.how}`) while the asynchronous call at "
+            f"line {event.line} that was given it may still read it: its handle is waited only later, so "
+            "the allocator can hand the old memory to the next allocation while the communication runs "
+            "(wait the handle before the swap)",
+            always=True,
         )
 
 

@@ -92,7 +92,7 @@ def _side_written(walker: Binder) -> dict[str, _Written]:
         found: dict[str, _Written] = {}
         for method in node.body if node is not None else []:
             if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for block, stream in _side_blocks(walker, method):
+                for block, stream in side_blocks(walker, method):
                     if not _orders_after(method.body, block.end_lineno or block.lineno):
                         for attr, line in _attributes_written(block.body):
                             found.setdefault(attr, _Written(stream, method.name, line))
@@ -100,7 +100,7 @@ def _side_written(walker: Binder) -> dict[str, _Written]:
     return cache[qualname]
 
 
-def _side_blocks(walker: Binder, method: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.With, str]]:
+def side_blocks(walker: Binder, method: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.With, str]]:
     blocks = []
     for stmt in statements(method.body):
         if not isinstance(stmt, ast.With):

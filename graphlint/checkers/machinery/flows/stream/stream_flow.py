@@ -36,6 +36,7 @@ from graphlint.checkers.machinery.flows.stream.list_elements import (
     indexes_back,
     is_list_value,
 )
+from graphlint.checkers.machinery.flows.stream.side_storage import SideStorageFreed, side_storage_frees
 from graphlint.checkers.machinery.flows.stream.stream_bindings import StreamBindings, tensors_by_use
 from graphlint.checkers.machinery.flows.stream.stream_calls import StreamCalls, is_host_copy
 from graphlint.checkers.machinery.flows.stream.stream_certainty import (
@@ -193,6 +194,7 @@ EVENTS = (
     ReleasedInUse,
     HandedWithoutRecord,
     DataSwappedInUse,
+    SideStorageFreed,
     CrossStreamUse,
     UnsyncedHostRead,
     DefaultStreamWait,
@@ -1311,9 +1313,12 @@ def analyze(state: ModuleState, source: str) -> None:
         flow = StreamFlow(walker)
         walk(flow, walker.body)
         flow.finish()
+    resizes = "resize_" in source  # cheapest first: storage swapped by hand anywhere in the file
     for walker in functions:
         for event in returned_side_attributes(walker):
             walker.emit(event)
+        for freed in side_storage_frees(walker) if resizes else ():
+            walker.emit(freed)
 
 
 def summarise(walker: Binder) -> E.Effects:

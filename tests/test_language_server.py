@@ -65,7 +65,7 @@ async def test_diagnostics_and_quick_fix_for_gl201(client: LanguageClient, tmp_p
     gl201 = by_code["GL201"]
     assert gl201.range.start == types.Position(line=14, character=23)
     assert gl201.source == "graphlint" and "static-output-aliased-across-replay" in gl201.message
-    assert "GL001" in by_code  # the stale `# noqa: GL101` on that line
+    assert "GL001" in by_code  # the stale noqa comment for GL101 on that line
 
     actions = await client.text_document_code_action_async(
         types.CodeActionParams(

@@ -28,7 +28,7 @@ _NOT_SUPPRESSIBLE = {PARSE_ERROR.code, UNUSED_SUPPRESSION.code, INTERNAL_ERROR.c
 @dataclass
 class NoqaResult:
     text: str
-    added: int  # lines that got a new or extended `# noqa`
+    added: int  # lines that got a new or extended noqa comment
     skipped: list[int]  # lines that cannot carry a comment
     error: str | None = None
 
@@ -57,7 +57,7 @@ def _with_codes(line: str, comment: tokenize.TokenInfo | None, codes: list[str])
     if match is None:
         return f"{line.rstrip()}  # noqa: {', '.join(codes)}"
     if match.group("codes") is None:
-        return None  # a bare `# noqa` covers every code already
+        return None  # a bare noqa comment covers every code already
     existing = _CODE.findall(match.group("codes"))
     merged = existing + [code for code in codes if code.upper() not in {c.upper() for c in existing}]
     new_comment = comment.string[: match.start()] + f"# noqa: {', '.join(merged)}" + comment.string[match.end() :]

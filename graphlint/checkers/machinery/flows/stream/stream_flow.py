@@ -69,6 +69,7 @@ from graphlint.checkers.machinery.flows.stream.stream_neighbours import (
     bare_call,
     enters_later,
     joins_anywhere,
+    some_element,
 )
 from graphlint.checkers.machinery.flows.stream.stream_releases import Deferred, DeferredReleases, LoopPass
 from graphlint.checkers.machinery.flows.stream.tensor_state import (
@@ -1121,7 +1122,7 @@ class StreamFlow(FlowState):
         """`x.wait_stream(current)` right before a block on another side stream that the
         current stream's work so far is not ordered before."""
         fork = self.neighbours.fork_before()
-        if fork is None or self.off_device or block in (MAIN, UNKNOWN):
+        if fork is None or self.off_device or block in (MAIN, UNKNOWN) or some_element(block):
             return
         current = self.current[-1]
         named = self.stream_of(fork.func.value)  # type: ignore[attr-defined]
@@ -1141,6 +1142,8 @@ class StreamFlow(FlowState):
             return
         if left.stream in (MAIN, UNKNOWN, waiter) or waited in (left.stream, waiter, MAIN, UNKNOWN):
             return
+        if some_element(left.stream):
+            return  # the block may be on the waited stream: no evidence of a slip
         if waited in self.entered:
             return  # the join is for that stream's own earlier block
         if self.ordered(left.stream, left.at, waiter, now) or any(

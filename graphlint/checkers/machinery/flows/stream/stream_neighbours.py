@@ -75,6 +75,18 @@ def joins_anywhere(body: list[ast.stmt], stream: str) -> bool:
     return False
 
 
+def some_element(stream: str) -> bool:
+    """Is ``stream`` an element the flow could not pin down (`streams[i % 2]` of a list bound
+    outside the function, a closure's or a parameter's)? Such a block may run on the very stream
+    the neighbouring wait names (`streams = [current_stream(), side]`), so a wait that names
+    another stream is no evidence of a slip there."""
+    try:
+        node = ast.parse(stream, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant)
+
+
 def enters_later(walker: Binder, body: list[ast.stmt], stream: ast.expr) -> bool:
     """Is there a `with torch.cuda.stream(stream):` (same spelling) in ``body`` after ``stream``'s
     own line: a block the fork that names it may be meant for?"""

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 if sys.version_info >= (3, 11):
-    _TRIES: tuple[type[ast.Try] | type[ast.TryStar], ...] = (ast.Try, ast.TryStar)
+    TRY_NODES: tuple[type[ast.Try] | type[ast.TryStar], ...] = (ast.Try, ast.TryStar)
 else:  # no `try`/`except*` before Python 3.11
-    _TRIES = (ast.Try,)
+    TRY_NODES = (ast.Try,)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _WITHS = (ast.With, ast.AsyncWith)
@@ -168,7 +168,7 @@ class _Walker:
             self.loop(stmt)
         elif isinstance(stmt, _WITHS):
             self.with_(stmt)
-        elif isinstance(stmt, _TRIES):
+        elif isinstance(stmt, TRY_NODES):
             self.framed(Frame("try", stmt), stmt.body)
             self.alternatives(stmt, [*(handler.body for handler in stmt.handlers), stmt.orelse])
             self.framed(Frame("try", stmt, 1), stmt.finalbody)

@@ -111,6 +111,7 @@ def test_a_continue_in_a_loops_else_belongs_to_the_outer_loop() -> None:
         """
     )
     assert state.jumps == [("Continue", 6, 2), ("Break", 7, None)]
+    assert _walk("for x in xs:\n    pass\nelse:\n    done()\n").seen["done()"] == (("else", "For", 0),)
 
 
 def test_a_nested_definition_starts_with_no_frames() -> None:

@@ -1,7 +1,8 @@
 """The one statement walker: a function body in execution order, driving a `FlowState`.
 
 Every analysis that follows statement order (the binder that gives values their kinds, the
-replay flow, the stream flow, the runner trace) is a state object with transfer functions;
+replay flow, the stream flow, the runner trace, the value-fact recorder, the tensor-use scan)
+is a state object with transfer functions;
 this module alone knows Python's statements, so each analysis covers the same syntax:
 `if`/`elif`/`else`, `for`/`while` (with `else`), `with`, `try`/`except`/`except*`/`else`/
 `finally`, `match` (case guards included), and nested definitions, which are their own scopes
@@ -38,15 +39,15 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _WITHS = (ast.With, ast.AsyncWith)
 
 Loop: TypeAlias = ast.For | ast.AsyncFor | ast.While
-FrameKind = Literal["loop", "with", "try", "alternative"]
+FrameKind = Literal["loop", "else", "with", "try", "alternative"]
 
 
 @dataclass(frozen=True)
 class Frame:
     """One compound statement open around the walker's position, and which part of it.
 
-    ``loop``: a loop's body, ``index`` the pass (its `else` runs outside the frame, so a
-    `continue` there belongs to an outer loop). ``with``: a `with` body. ``try``: a `try`
+    ``loop``: a loop's body, ``index`` the pass. ``else``: a loop's `else` block, run once the
+    loop is done, so no longer in it (a `continue` there belongs to an outer loop). ``with``: a `with` body. ``try``: a `try`
     body (``index`` 0) or its `finally` block (1). ``alternative``: branch ``index`` of an
     `if` (0 the body, 1 the `else`), a `match` (its cases) or a `try` (its handlers, then its
     `else`), as `branch` numbers them."""
@@ -202,7 +203,7 @@ class _Walker:
                 state.loop_target(stmt)
             self.framed(Frame("loop", stmt, index), stmt.body)
         state.exit_loop(stmt)
-        self.block(stmt.orelse)
+        self.framed(Frame("else", stmt), stmt.orelse)
 
     def with_(self, stmt: ast.With | ast.AsyncWith) -> None:
         state = self.state

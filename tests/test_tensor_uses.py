@@ -121,6 +121,24 @@ def test_every_kind_of_rebinding_ends_the_parameter(rebinding: str) -> None:
     assert "a" not in params
 
 
+@pytest.mark.parametrize(
+    ("statement", "used"),
+    [
+        ("with open(p) as a, ctx(a @ w):\n        pass", {"w"}),  # the first item binds before the second
+        ("with ctx(a @ w) as a:\n        pass", {"a", "w"}),  # the manager reads the parameter
+        ("try:\n        pass\n    except E as a:\n        pass", set()),
+        ("try:\n        pass\n    except (a @ w).E:\n        pass", {"a", "w"}),
+        ("match w:\n        case [a, *b]:\n            pass", set()),
+        ("match w:\n        case 1 if a @ w:\n            pass", {"a", "w"}),
+    ],
+)
+def test_compound_statements_bind_in_the_order_python_does(statement: str, used: set[str]) -> None:
+    """A statement's names are bound where Python binds them, so a use before the binding
+    reads the parameter and a use after it does not."""
+    params, _ = _uses(f"def f(a, w):\n    {statement}\n    return a.data_ptr()\n")
+    assert params == used
+
+
 def test_a_use_in_a_loop_before_its_rebinding_reads_the_binding_before_the_loop() -> None:
     params, values = _uses(
         """

@@ -1,7 +1,8 @@
 """The one statement walker: a function body in execution order, driving a `FlowState`.
 
 Every analysis that follows statement order (the binder that gives values their kinds, the
-replay flow, the stream flow, the runner trace) is a state object with transfer functions;
+replay flow, the stream flow, the runner trace, the value-fact recorder, the tensor-use scan)
+is a state object with transfer functions;
 this module alone knows Python's statements, so each analysis covers the same syntax:
 `if`/`elif`/`else`, `for`/`while` (with `else`), `with`, `try`/`except`/`except*`/`else`/
 `finally`, `match` (case guards included), and nested definitions, which are their own scopes
@@ -13,27 +14,60 @@ each, `join` after. A state that keeps facts joins them (union of what may hold)
 that only needs order leaves the defaults, which take the branches one after another. Loops
 run `loop_passes` times (two for the flows: what iteration k leaves behind meets iteration
 k+1), like mypy's binder before it iterates to a fixed point.
+
+The walker keeps the compound statements open around its position as typed `Frame`s,
+innermost last, and shows them to the state (`FlowState.frames`): a state asks them where it
+is (at a body's top level, inside a loop, a `try`, a branch) instead of keeping a stack of
+its own. `break` and `continue` reach the state through `jump`, with the loop they leave or
+restart, read from the frames; by default they are simple statements. A nested definition
+is walked (if at all) by a walk of its own, which starts with no frames.
 """
 
 from __future__ import annotations
 
 import ast
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
 if sys.version_info >= (3, 11):
-    _TRIES: tuple[type[ast.Try] | type[ast.TryStar], ...] = (ast.Try, ast.TryStar)
+    TRY_NODES: tuple[type[ast.Try] | type[ast.TryStar], ...] = (ast.Try, ast.TryStar)
 else:  # no `try`/`except*` before Python 3.11
-    _TRIES = (ast.Try,)
+    TRY_NODES = (ast.Try,)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _WITHS = (ast.With, ast.AsyncWith)
+
+Loop: TypeAlias = ast.For | ast.AsyncFor | ast.While
+FrameKind = Literal["loop", "else", "with", "try", "alternative"]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One compound statement open around the walker's position, and which part of it.
+
+    ``loop``: a loop's body, ``index`` the pass. ``else``: a loop's `else` block, run once the
+    loop is done, so no longer in it (a `continue` there belongs to an outer loop). ``with``: a `with` body. ``try``: a `try`
+    body (``index`` 0) or its `finally` block (1). ``alternative``: branch ``index`` of an
+    `if` (0 the body, 1 the `else`), a `match` (its cases) or a `try` (its handlers, then its
+    `else`), as `branch` numbers them."""
+
+    kind: FrameKind
+    node: ast.stmt
+    index: int = 0
 
 
 class FlowState:
     """Transfer functions of one analysis; every hook defaults to doing nothing."""
 
     loop_passes = 2
+    _frames: tuple[Frame, ...] = ()  # set by the walker only
+
+    @property
+    def frames(self) -> tuple[Frame, ...]:
+        """The compound statements open around the current statement, innermost last; empty at
+        the top level of the walked body."""
+        return self._frames
 
     def pass_count(self, stmt: ast.For | ast.AsyncFor | ast.While) -> int:
         """How many times to walk this loop's body (a state may need more for some loops)."""
@@ -41,6 +75,12 @@ class FlowState:
 
     def simple(self, stmt: ast.stmt) -> None:
         """A statement without blocks: assignments, expressions, return, del, raise, ..."""
+
+    def jump(self, stmt: ast.Break | ast.Continue, loop: Loop | None) -> None:
+        """`break` or `continue`, leaving or restarting ``loop`` (the innermost open loop;
+        None outside any, which Python rejects when it compiles): by default a simple
+        statement, so a state that does not model jumps sees nothing new."""
+        self.simple(stmt)
 
     def header(self, expr: ast.expr, stmt: ast.stmt) -> None:
         """An expression a compound statement evaluates before its blocks (test, iterable,
@@ -88,8 +128,14 @@ class FlowState:
 
 
 def walk(state: FlowState, body: list[ast.stmt]) -> None:
-    """Run ``state`` over ``body`` in execution order."""
-    _Walker(state).block(body)
+    """Run ``state`` over ``body`` in execution order, from no open frames (a state that walks
+    a nested definition from a hook gets its own frames back afterwards)."""
+    outer = state._frames
+    state._frames = ()
+    try:
+        _Walker(state).block(body)
+    finally:
+        state._frames = outer
 
 
 class _Walker:
@@ -105,6 +151,14 @@ class _Walker:
             state.after(stmt)
         state.end_block(body)
 
+    def framed(self, frame: Frame, body: list[ast.stmt]) -> None:
+        """``body`` inside ``frame``."""
+        state = self.state
+        outer = state._frames
+        state._frames = (*outer, frame)
+        self.block(body)
+        state._frames = outer
+
     def stmt(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, _DEFINITIONS):
             self.state.definition(stmt)
@@ -115,40 +169,48 @@ class _Walker:
             self.loop(stmt)
         elif isinstance(stmt, _WITHS):
             self.with_(stmt)
-        elif isinstance(stmt, _TRIES):
-            self.block(stmt.body)
+        elif isinstance(stmt, TRY_NODES):
+            self.framed(Frame("try", stmt), stmt.body)
             self.alternatives(stmt, [*(handler.body for handler in stmt.handlers), stmt.orelse])
-            self.block(stmt.finalbody)
+            self.framed(Frame("try", stmt, 1), stmt.finalbody)
         elif isinstance(stmt, ast.Match):
             self.match(stmt)
+        elif isinstance(stmt, (ast.Break, ast.Continue)):
+            self.state.jump(stmt, self.innermost_loop())
         else:
             self.state.simple(stmt)
+
+    def innermost_loop(self) -> Loop | None:
+        for frame in reversed(self.state._frames):
+            if frame.kind == "loop" and isinstance(frame.node, _LOOPS):
+                return frame.node
+        return None
 
     def alternatives(self, stmt: ast.stmt, bodies: list[list[ast.stmt]]) -> None:
         state = self.state
         start = state.fork(stmt)
         for index, body in enumerate(bodies):
             state.branch(stmt, index, start)
-            self.block(body)
+            self.framed(Frame("alternative", stmt, index), body)
         state.join(stmt, start)
 
-    def loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+    def loop(self, stmt: Loop) -> None:
         state = self.state
         state.header(stmt.test if isinstance(stmt, ast.While) else stmt.iter, stmt)
         state.enter_loop(stmt)
-        for _ in range(state.pass_count(stmt)):
+        for index in range(state.pass_count(stmt)):
             if not isinstance(stmt, ast.While):
                 state.loop_target(stmt)
-            self.block(stmt.body)
+            self.framed(Frame("loop", stmt, index), stmt.body)
         state.exit_loop(stmt)
-        self.block(stmt.orelse)
+        self.framed(Frame("else", stmt), stmt.orelse)
 
     def with_(self, stmt: ast.With | ast.AsyncWith) -> None:
         state = self.state
         for item in stmt.items:
             state.header(item.context_expr, stmt)
         state.enter_with(stmt)
-        self.block(stmt.body)
+        self.framed(Frame("with", stmt), stmt.body)
         state.exit_with(stmt)
 
     def match(self, stmt: ast.Match) -> None:
@@ -159,5 +221,5 @@ class _Walker:
             state.branch(stmt, index, start)
             if case.guard is not None:
                 state.header(case.guard, stmt)
-            self.block(case.body)
+            self.framed(Frame("alternative", stmt, index), case.body)
         state.join(stmt, start)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.flow import TRY_NODES, FlowState, walk
 from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, bound_names
 
 # Methods and attributes no Python builtin, numpy array or torch module has: their receiver
@@ -114,12 +115,17 @@ def tensor_uses(
 ) -> TensorUses:
     """Scan ``node``'s body for tensor uses of ``params`` (unannotated ones) and of its locals."""
     scan = _Scan(params, resolve)
-    scan.block(node.body)
+    walk(scan, node.body)
     return scan.found
 
 
-class _Scan:
-    """The source-order scan: the binding each name reads, and the uses that prove a tensor."""
+class _Scan(FlowState):
+    """The source-order scan: the binding each name reads, and the uses that prove a tensor.
+    The statement walker takes it through the body once (one pass over each loop), each
+    branch after the one before it, so a later binding replaces an earlier one as it did in
+    the source."""
+
+    loop_passes = 1
 
     def __init__(self, params: list[str], resolve: Callable[[ast.AST], str | None]) -> None:
         self.resolve = resolve
@@ -153,15 +159,60 @@ class _Scan:
             if isinstance(target, (ast.Attribute, ast.Subscript)):
                 self.expr(target)
 
-    def block(self, body: list[ast.stmt]) -> None:
-        for stmt in body:
-            handler = _STATEMENTS.get(type(stmt))
-            if handler is not None:
-                handler(self, stmt)
-            else:
-                for child in ast.iter_child_nodes(stmt):
-                    if isinstance(child, ast.expr):
-                        self.expr(child)
+    # -- the walker's hooks ----------------------------------------------------------------
+    def simple(self, stmt: ast.stmt) -> None:
+        handler = _STATEMENTS.get(type(stmt))
+        if handler is not None:
+            handler(self, stmt)
+        else:
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self.expr(child)
+
+    def header(self, expr: ast.expr, stmt: ast.stmt) -> None:
+        """A test, iterable, subject, guard or context manager; a `with` binds each item's
+        name before it evaluates the next item (`with a as x, f(x):` reads the new ``x``)."""
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            index = next(i for i, item in enumerate(stmt.items) if item.context_expr is expr)
+            if index:
+                self.bind_optional(stmt.items[index - 1])
+        self.expr(expr)
+
+    def enter_with(self, stmt: ast.With | ast.AsyncWith) -> None:
+        self.bind_optional(stmt.items[-1])
+
+    def bind_optional(self, item: ast.withitem) -> None:
+        if item.optional_vars is not None:
+            self.bind_target(item.optional_vars, None)
+
+    def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
+        self.bind_target(stmt.target, None)
+
+    def branch(self, stmt: ast.stmt, index: int, start: object) -> None:
+        """An `except` binds its name (after its type is evaluated); a `case` its captures."""
+        if isinstance(stmt, ast.Match):
+            for node in ast.walk(stmt.cases[index].pattern):
+                for name in (getattr(node, "name", None), getattr(node, "rest", None)):
+                    if name:
+                        self.bind(name, None)
+        elif isinstance(stmt, TRY_NODES) and index < len(stmt.handlers):
+            handler = stmt.handlers[index]
+            if handler.type is not None:
+                self.expr(handler.type)
+            if handler.name:
+                self.bind(handler.name, None)
+
+    def definition(self, stmt: ast.stmt) -> None:
+        """A nested definition is not scanned: its decorators and defaults are, and its name
+        is bound."""
+        if not isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
+            return
+        for decorator in stmt.decorator_list:
+            self.expr(decorator)
+        if isinstance(stmt, FUNCTION_NODES):
+            for default in [*stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d is not None)]:
+                self.expr(default)
+        self.bind(stmt.name, None)
 
     def expr(self, node: ast.expr) -> None:
         """Every use in ``node`` that proves a tensor; walrus targets bind."""
@@ -236,57 +287,6 @@ class _Scan:
         if not isinstance(stmt.target, ast.Name):
             self.expr(stmt.target)
 
-    def loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
-        if isinstance(stmt, ast.While):
-            self.expr(stmt.test)
-        else:
-            self.expr(stmt.iter)
-            self.bind_target(stmt.target, None)
-        self.block(stmt.body)
-        self.block(stmt.orelse)
-
-    def if_(self, stmt: ast.If) -> None:
-        self.expr(stmt.test)
-        self.block(stmt.body)
-        self.block(stmt.orelse)
-
-    def with_(self, stmt: ast.With | ast.AsyncWith) -> None:
-        for item in stmt.items:
-            self.expr(item.context_expr)
-            if item.optional_vars is not None:
-                self.bind_target(item.optional_vars, None)
-        self.block(stmt.body)
-
-    def try_(self, stmt: ast.Try) -> None:
-        self.block(stmt.body)
-        for handler in stmt.handlers:
-            if handler.type is not None:
-                self.expr(handler.type)
-            if handler.name:
-                self.bind(handler.name, None)
-            self.block(handler.body)
-        self.block(stmt.orelse)
-        self.block(stmt.finalbody)
-
-    def match(self, stmt: ast.Match) -> None:
-        self.expr(stmt.subject)
-        for case in stmt.cases:
-            for node in ast.walk(case.pattern):
-                for name in (getattr(node, "name", None), getattr(node, "rest", None)):
-                    if name:
-                        self.bind(name, None)
-            if case.guard is not None:
-                self.expr(case.guard)
-            self.block(case.body)
-
-    def definition(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
-        for decorator in stmt.decorator_list:
-            self.expr(decorator)
-        if isinstance(stmt, FUNCTION_NODES):
-            for default in [*stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d is not None)]:
-                self.expr(default)
-        self.bind(stmt.name, None)
-
     def delete(self, stmt: ast.Delete) -> None:
         for target in stmt.targets:
             self.bind_target(target, None)
@@ -301,21 +301,11 @@ class _Scan:
             self.current.pop(name, None)
 
 
+# The simple statements that bind or prove something; any other reads its expressions.
 _STATEMENTS: dict[type, Callable[[_Scan, ast.stmt], None]] = {
     ast.Assign: _Scan.assign,  # type: ignore[dict-item]
     ast.AnnAssign: _Scan.ann_assign,  # type: ignore[dict-item]
     ast.AugAssign: _Scan.aug_assign,  # type: ignore[dict-item]
-    ast.For: _Scan.loop,  # type: ignore[dict-item]
-    ast.AsyncFor: _Scan.loop,  # type: ignore[dict-item]
-    ast.While: _Scan.loop,  # type: ignore[dict-item]
-    ast.If: _Scan.if_,  # type: ignore[dict-item]
-    ast.With: _Scan.with_,  # type: ignore[dict-item]
-    ast.AsyncWith: _Scan.with_,  # type: ignore[dict-item]
-    ast.Try: _Scan.try_,  # type: ignore[dict-item]
-    ast.Match: _Scan.match,  # type: ignore[dict-item]
-    ast.FunctionDef: _Scan.definition,  # type: ignore[dict-item]
-    ast.AsyncFunctionDef: _Scan.definition,  # type: ignore[dict-item]
-    ast.ClassDef: _Scan.definition,  # type: ignore[dict-item]
     ast.Delete: _Scan.delete,  # type: ignore[dict-item]
     ast.Import: _Scan.import_,  # type: ignore[dict-item]
     ast.ImportFrom: _Scan.import_,  # type: ignore[dict-item]
@@ -335,8 +325,3 @@ def _child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
         fields = () if leaf else tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
         _CHILD_FIELDS[kind] = fields
     return fields
-
-
-_TRY_STAR = getattr(ast, "TryStar", None)
-if _TRY_STAR is not None:
-    _STATEMENTS[_TRY_STAR] = _Scan.try_  # type: ignore[assignment]

@@ -56,6 +56,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from graphlint.checkers.machinery.core.flow import TRY_NODES, FlowState, walk
 from graphlint.checkers.machinery.core.model import FunctionSummary
 from graphlint.checkers.machinery.core.module_state import ModuleState
 from graphlint.checkers.machinery.core.names import ImportMap, canonical, dotted_parts
@@ -215,11 +216,7 @@ class FactRecorder:
         if repeated:
             repeated -= scope.globals | _bound_elsewhere(body, scope.kind == "module")
             scope.versioned = frozenset(repeated)
-        for stmt in body:
-            if scope.versioned and isinstance(stmt, ast.Assign) and _names_only(stmt.targets):
-                self._versioned_assign(scope, stmt.targets, stmt.value)
-            else:
-                self._stmt(scope, stmt)
+        walk(_Statements(self, scope), body)
 
     def _versioned_assign(self, scope: _Scope, targets: list[ast.Name], value_node: ast.expr) -> None:
         value = self.ex(scope, value_node)
@@ -233,32 +230,6 @@ class FactRecorder:
                 if value is not None:
                     self.facts.append(("=", ("v", self.intern(f"{where[1]}#{version}")), value))
 
-    def _body(self, scope: _Scope, body: list[ast.stmt]) -> None:
-        for stmt in body:
-            self._stmt(scope, stmt)
-
-    def _stmt(self, scope: _Scope, stmt: ast.stmt) -> None:
-        straight = type(stmt) in STRAIGHT
-        if isinstance(stmt, ast.If):
-            self._branches(scope, stmt)
-        elif not straight:
-            scope.memory.clear()
-            if isinstance(stmt, ast.Delete):
-                self._delete(scope, stmt)
-        if not isinstance(stmt, ast.If):
-            self._dispatch(scope, stmt)
-        if not straight:
-            scope.memory.clear()
-
-    def _branches(self, scope: _Scope, stmt: ast.If) -> None:
-        """`if`: each branch starts from what the block knew after the test (`value_memory`)."""
-        self._effect(scope, stmt.test)
-        self._narrowing(scope, stmt.test)
-        known = dict(scope.memory)
-        self._body(scope, stmt.body)
-        scope.memory = dict(known)
-        self._body(scope, stmt.orelse)
-
     def _delete(self, scope: _Scope, stmt: ast.Delete) -> None:
         """`del xs[0]`: the lists ``xs`` holds lose their positions."""
         for target in stmt.targets:
@@ -267,7 +238,8 @@ class FactRecorder:
                 if base is not None:
                     self.facts.append(("x", ("z", base)))
 
-    def _dispatch(self, scope: _Scope, stmt: ast.stmt) -> None:
+    def _simple(self, scope: _Scope, stmt: ast.stmt) -> None:
+        """A statement without blocks (the walker hands compound ones to `_Statements`)."""
         if isinstance(stmt, ast.Assign):
             self._assign(scope, stmt.targets, stmt.value)
         elif isinstance(stmt, ast.Expr):
@@ -280,39 +252,22 @@ class FactRecorder:
             if isinstance(stmt, ast.AnnAssign) and scope.kind != "module":
                 value = _join(value, self._annotation(scope, stmt.annotation))
             self._store(scope, stmt.target, value)
-        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
-            self._store_loop(scope, stmt.target, stmt.iter)
-            self._body(scope, stmt.body)
-            self._body(scope, stmt.orelse)
-        elif isinstance(stmt, FUNCTION_NODES):
+        elif isinstance(stmt, ast.Raise) and stmt.exc is not None:
+            self._raise(scope, stmt.exc)
+        elif isinstance(stmt, ast.Assert):
+            self._effect(scope, stmt.test)  # the test twice: the facts list has always had it so
+            for child in (stmt.test, stmt.msg):
+                if child is not None:
+                    self._effect(scope, child)
+        elif isinstance(stmt, ast.Delete):
+            for target in stmt.targets:
+                self._effect(scope, target)
+
+    def _definition(self, scope: _Scope, stmt: ast.stmt) -> None:
+        if isinstance(stmt, FUNCTION_NODES):
             self._function(scope, stmt)
         elif isinstance(stmt, ast.ClassDef):
             self._class(scope, stmt)
-        elif isinstance(stmt, ast.Raise) and stmt.exc is not None:
-            self._raise(scope, stmt.exc)
-        else:
-            self._compound(scope, stmt)
-
-    def _compound(self, scope: _Scope, stmt: ast.stmt) -> None:
-        """If, while, with, try, match, ...: their expressions for the calls, then their blocks."""
-        for name in ("test", "subject"):
-            node = getattr(stmt, name, None)
-            if node is not None:
-                self._effect(scope, node)
-        for item in getattr(stmt, "items", ()):
-            self._effect(scope, item.context_expr)
-        if isinstance(stmt, (ast.Delete, ast.Assert)):
-            for child in ast.iter_child_nodes(stmt):
-                if isinstance(child, ast.expr):
-                    self._effect(scope, child)
-        for name in ("body", "orelse", "finalbody"):
-            block = getattr(stmt, name, None)
-            if isinstance(block, list):
-                self._body(scope, block)
-        for handler in getattr(stmt, "handlers", ()):
-            self._body(scope, handler.body)
-        for case in getattr(stmt, "cases", ()):
-            self._body(scope, case.body)
 
     def _narrowing(self, scope: _Scope, test: ast.expr) -> None:
         """`if isinstance(param, C):` (alone or among `and`'s operands): the parameter may hold
@@ -561,7 +516,7 @@ class FactRecorder:
             qualname, "class", scope, names=body_names, key=scope.key, extra=True
         )  # the binder skips class bodies
         self.facts.append(("=", self._name_store(scope, node.name), self._decorated(scope, node, qualname)))
-        self._body(inner, node.body)
+        walk(_Statements(self, inner), node.body)
 
     def _def_qualname(self, scope: _Scope, name: str) -> str:
         if scope.kind == "function":
@@ -933,6 +888,87 @@ class FactRecorder:
                 entries.append((key, self.ex(scope, value_node)))
         for key, value in entries:
             scope.memory[(*path, "[" + key)] = value
+
+
+class _Statements(FlowState):
+    """The recorder's transfer functions: `flow.walk` takes it through one scope's statements,
+    and it hands each part to the recorder, which records the facts.
+
+    Each loop runs once (a flow-insensitive fact recorded twice adds nothing). The memory of
+    stores (`value_memory`) is forgotten before and after any statement but a straight one;
+    an `if` keeps it into its test and starts each branch from what it was after the test.
+    A name the scope's top level (no open frame) rebinds is versioned (`_versioned_assign`).
+    A `try`'s handlers are recorded after its `finally` block, as the recorder always did
+    (the order of the facts list, and what the memory holds at each handler, depend on it):
+    the walk passes over them, then walks them again on their own, in order."""
+
+    loop_passes = 1
+
+    def __init__(self, recorder: FactRecorder, scope: _Scope) -> None:
+        self.recorder = recorder
+        self.scope = scope
+        self.passing: ast.stmt | None = None  # the try whose handlers the walk passes over now
+        self.handler_walks = 0  # how many handler walks are open: their statements are nested
+
+    def before(self, stmt: ast.stmt) -> None:
+        if self.passing is None and type(stmt) not in STRAIGHT and not isinstance(stmt, ast.If):
+            self.scope.memory.clear()
+            if isinstance(stmt, ast.Delete):
+                self.recorder._delete(self.scope, stmt)
+
+    def after(self, stmt: ast.stmt) -> None:
+        if self.passing is not None:
+            return
+        if isinstance(stmt, TRY_NODES) and stmt.handlers:
+            self.handler_walks += 1
+            for handler in stmt.handlers:
+                walk(self, handler.body)
+            self.handler_walks -= 1
+        if type(stmt) not in STRAIGHT:
+            self.scope.memory.clear()
+
+    def simple(self, stmt: ast.stmt) -> None:
+        if self.passing is not None:
+            return
+        scope = self.scope
+        top = not self.frames and not self.handler_walks
+        if top and scope.versioned and isinstance(stmt, ast.Assign) and _names_only(stmt.targets):
+            self.recorder._versioned_assign(scope, stmt.targets, stmt.value)
+        else:
+            self.recorder._simple(scope, stmt)
+
+    def definition(self, stmt: ast.stmt) -> None:
+        if self.passing is None:
+            self.recorder._definition(self.scope, stmt)
+
+    def header(self, expr: ast.expr, stmt: ast.stmt) -> None:
+        """A test, context manager or match subject is evaluated; a `for`'s iterable is read
+        with its target (`loop_target`); a case guard is not looked at."""
+        if self.passing is not None or isinstance(stmt, (ast.For, ast.AsyncFor)):
+            return
+        if isinstance(stmt, ast.Match) and expr is not stmt.subject:
+            return
+        self.recorder._effect(self.scope, expr)
+        if isinstance(stmt, ast.If):
+            self.recorder._narrowing(self.scope, expr)
+
+    def loop_target(self, stmt: ast.For | ast.AsyncFor) -> None:
+        if self.passing is None:
+            self.recorder._store_loop(self.scope, stmt.target, stmt.iter)
+
+    def fork(self, stmt: ast.stmt) -> Any:
+        if self.passing is None and isinstance(stmt, ast.If):
+            return dict(self.scope.memory)
+        return None
+
+    def branch(self, stmt: ast.stmt, index: int, start: Any) -> None:
+        if self.passing is not None:
+            if stmt is self.passing and isinstance(stmt, TRY_NODES) and index == len(stmt.handlers):
+                self.passing = None  # the try's `else`
+        elif isinstance(stmt, TRY_NODES) and index < len(stmt.handlers):
+            self.passing = stmt
+        elif isinstance(stmt, ast.If) and index:
+            self.scope.memory = dict(start)
 
 
 def record_facts(st: ModuleState) -> None:

@@ -287,7 +287,6 @@ class ReplayFlow(FlowState):
             for key in capture.unknown_reads or ():
                 self.unknown_inputs.setdefault(key, capture.graph)
         self.reported: set[tuple[str, int, int]] = set()
-        self.loop_depth = 0
         self.loop_replays: list[set[str]] = []
         self.returns_output: str | None = None
         # A cudagraph-mode compiled call starts a new iteration of the tree (freeing the last
@@ -385,7 +384,6 @@ class ReplayFlow(FlowState):
 
     def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
         replays_here = self._replays_in(stmt.body)
-        self.loop_depth += 1
         self.loop_replays.append(replays_here)
         if replays_here:
             self._check_inputs_updated(stmt, replays_here)
@@ -395,7 +393,6 @@ class ReplayFlow(FlowState):
 
     def exit_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
         self.loop_replays.pop()
-        self.loop_depth -= 1
 
     def _replays_in(self, body: list[ast.stmt]) -> set[str]:
         found = set()
@@ -466,8 +463,12 @@ class ReplayFlow(FlowState):
         """How many replays of ``graph`` the flow has seen (of any function of its tree)."""
         return self.facts.replays.get(_clock(graph), 0)
 
+    def _in_loop(self) -> bool:
+        """Inside a loop's body, however deep (the walker's frames say)."""
+        return any(frame.kind == "loop" for frame in self.frames)
+
     def _in_replay_loop(self, graph: str) -> bool:
-        return bool(self.loop_depth) and any(_clock(graph) in r for r in self.loop_replays)
+        return any(_clock(graph) in r for r in self.loop_replays)  # empty outside any loop
 
     def _input_owner(self, node: ast.AST, by_use: bool = False) -> str | None:
         """The graph ``node`` is a static input of; ``by_use``: the use at hand proves it a
@@ -525,7 +526,7 @@ class ReplayFlow(FlowState):
                 del self.facts.outputs[key]
             return
         if graph is not None and key not in self.facts.outputs:
-            if key.startswith("self.") and not self._replays(graph) and not self.loop_depth:
+            if key.startswith("self.") and not self._replays(graph) and not self._in_loop():
                 # `self.output_buffers["hidden"] = hidden` right after the capture: the class
                 # now holds the static output under another name, for every method to see.
                 self._publish_output(key, graph)

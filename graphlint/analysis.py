@@ -71,7 +71,16 @@ def decode_source(data: bytes) -> tuple[str | None, str | None]:
 
 def summarize_source(data: bytes, module: str, is_package: bool, codes: frozenset[str] | None = None) -> ModuleSummary:
     """Parse and summarise one file's bytes, running the detectors of ``codes`` (all static
-    rules by default). Pure: the cache relies on that."""
+    rules by default). Pure: the cache relies on that. The file's own syntax warnings (an
+    invalid escape, `1or 2` in a string annotation the analysis parses) are its business, not
+    lines on the user's terminal."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)  # invalid escapes before 3.12
+        return _summarize_source(data, module, is_package, codes)
+
+
+def _summarize_source(data: bytes, module: str, is_package: bool, codes: frozenset[str] | None) -> ModuleSummary:
     text, error = decode_source(data)
     if text is None:
         return ModuleSummary(module=module, error=error)
@@ -108,15 +117,13 @@ def summarize_source(data: bytes, module: str, is_package: bool, codes: frozense
 
 
 def _parse(text: str) -> ast.Module:
-    """The syntax tree, quietly (a file's invalid escapes are its own business).
+    """The syntax tree.
 
     CPython's limit on how deep a tree `ast.parse` builds is a multiple of the recursion limit
     minus the frames already in use: a 2,900-term sum that parses at a script's top level
     overflows a few dozen frames down, inside graphlint. So a RecursionError is retried with
     `run_deep`'s room, and only what CPython cannot parse at all stays GL000."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.parse(text)
+    return ast.parse(text)
 
 
 def _summarize_tree(

@@ -149,3 +149,13 @@ def test_internal_error_in_one_file_does_not_stop_the_run(write_tree, monkeypatc
     messages = {(f.path, f.code): f.message for f in result.findings}
     assert "RuntimeError: synthetic bug" in messages[("./boom.py", "GL002")]  # graphlint's bug, not a parse error
     assert ("./ok.py", "GL101") in messages
+
+
+def test_a_files_own_syntax_warnings_stay_quiet(write_tree) -> None:
+    """An invalid escape, or `1or 2` in a string annotation the analysis parses, is the file's
+    business: the report is the findings, with no Python warning lines on stderr."""
+    source = 'import torch\n\npattern = "\\d+"\n\n\ndef f(a: "1or 2") -> "0x1for":\n    return a\n'
+    root = write_tree({"quirks.py": source, "bad.py": HAZARD})
+    result = run_cli("check", "--no-cache", "--format", "json", ".", cwd=root)
+    assert [f["code"] for f in json.loads(result.stdout)] == ["GL101"]
+    assert "Warning" not in result.stderr, result.stderr

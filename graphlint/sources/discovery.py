@@ -7,6 +7,7 @@ import fnmatch
 import functools
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,16 +136,19 @@ def _imported_through(package: Path, dotted: str) -> bool:
     `megatron/__init__.py`, and its files import `megatron.core.transformer...`, so
     `megatron` is where module names start (a PEP 420 namespace portion at the top)."""
     pattern = re.compile(rf"^[ \t]*(?:from|import)[ \t]+{re.escape(dotted)}\b", re.MULTILINE)
-    for path in sorted(package.glob("*.py")):
+    return any(pattern.search(text) for text in _texts_in(package))
+
+
+def _texts_in(directory: Path) -> Iterator[str]:
+    """The text of each `.py` file directly in ``directory`` that can be read. Only regular
+    files are read: a FIFO would block, /dev/zero never end."""
+    for path in sorted(directory.glob("*.py")):
         if not path.is_file():
-            continue  # only regular files are read: a FIFO would block, /dev/zero never end
+            continue
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            yield path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if pattern.search(text):
-            return True
-    return False
 
 
 # `from a.b import c`, `import a.b`, `from a import b`: the first two names of an absolute import.
@@ -163,13 +167,7 @@ def _imports_own_children(directory: Path) -> bool:
     `__init__.py` notwithstanding, the folder is where module names start. Both names must
     be the folder's (a sub-package and a module in it), so a library import that happens to
     share a sub-package's name (`import onnx.helper` next to `onnx/`) is not evidence."""
-    for path in directory.glob("*.py"):
-        if not path.is_file():
-            continue  # only regular files are read: a FIFO would block, /dev/zero never end
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
+    for text in _texts_in(directory):
         for match in _ABSOLUTE_IMPORT.finditer(text):
             package, module, imported, package2, module2 = match.groups()
             package = package or package2

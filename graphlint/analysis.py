@@ -8,13 +8,15 @@ checked.
 from __future__ import annotations
 
 import ast
+import contextlib
+import gc
 import io
 import os
 import stat
 import tokenize
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from graphlint.checkers.machinery.core.model import ModuleSummary
 from graphlint.checkers.machinery.summarize import FileSummarizer
@@ -74,10 +76,30 @@ def summarize_source(data: bytes, module: str, is_package: bool, codes: frozense
     rules by default). Pure: the cache relies on that. The file's own syntax warnings (an
     invalid escape, `1or 2` in a string annotation the analysis parses) are its business, not
     lines on the user's terminal."""
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _one_file_heap():
         warnings.simplefilter("ignore", SyntaxWarning)
         warnings.simplefilter("ignore", DeprecationWarning)  # invalid escapes before 3.12
         return _summarize_source(data, module, is_package, codes)
+
+
+@contextlib.contextmanager
+def _one_file_heap() -> Iterator[None]:
+    """No cycle collection while one file is analysed, and one young collection after it.
+
+    A file's tree and walkers live exactly as long as its analysis, and the walkers' parts
+    refer back to their walker (cycles that only the collector frees). Collecting during the
+    analysis walks the live tree again and again for nothing; collecting once at the end walks
+    only what the file left behind (its summary and those cycles). About a tenth of a cold
+    run; the peak heap grows by one file's garbage."""
+    if not gc.isenabled():  # the caller manages the collector
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect(0)
 
 
 def _summarize_source(data: bytes, module: str, is_package: bool, codes: frozenset[str] | None) -> ModuleSummary:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.call_naming import CallNaming
@@ -28,6 +28,7 @@ from graphlint.checkers.machinery.core.names import dotted_parts, source_text
 from graphlint.checkers.machinery.core.syntax import (
     FUNCTION_NODES,
     assigned_names,
+    child_fields,
     exits,
     method_call_receiver,
     statements,
@@ -99,6 +100,11 @@ class FunctionWalker(FlowState):
         self.graphed_calls = 0
         self.kinds = ValueKinds(state, self.resolve, self.lookup)
         self.naming = CallNaming(self)
+        # The queries flows and detectors ask most, bound once: a pass-through method per call
+        # costs about 2% of a cold run (over a million calls on torch's tree).
+        self.ty: Callable[[ast.AST | None], T.Ty | None] = self.kinds.ty  # the kind of value a node evaluates to
+        self.annotation_ty: Callable[[ast.expr], T.Ty | None] = self.kinds.annotation_ty  # what an annotation declares
+        self.call_target: Callable[[ast.Call], CallTarget | None] = self.naming.call_target  # what a call runs
         self.capture_contexts: dict[str, ast.Call] = {}  # ctx = torch.cuda.graph(g)
         self.graph_context_names: set[str] = set()  # graph_ctx = torch.cuda.graph (capture_values)
         self.is_module = isinstance(node, ast.Module)
@@ -161,11 +167,13 @@ class FunctionWalker(FlowState):
             walker = walker.outer
 
     def lookup(self, name: str) -> T.Ty | None:
-        for walker in self.chain():
+        walker: FunctionWalker | None = self  # `chain()` by hand: among the hottest calls of a run
+        while walker is not None:
             if name in walker.env:
                 return walker.env[name]
             if name in walker.locals and walker is self:
                 return None
+            walker = walker.outer
         return self.st.module_env.get(name)
 
     def parameter_annotation(self, name: str) -> ast.expr | None:
@@ -179,7 +187,12 @@ class FunctionWalker(FlowState):
         return None
 
     def is_local_name(self, name: str) -> bool:
-        return any(name in w.locals or name in w.env or name in w.local_defs for w in self.chain())
+        walker: FunctionWalker | None = self  # `chain()` by hand: among the hottest calls of a run
+        while walker is not None:
+            if name in walker.locals or name in walker.env or name in walker.local_defs:
+                return True
+            walker = walker.outer
+        return False
 
     def resolve(self, node: ast.AST) -> str | None:
         """Canonical dotted name of an expression that names an import or a definition."""
@@ -187,9 +200,11 @@ class FunctionWalker(FlowState):
         if parts is None:
             return self.st.flow_hooks.device_module_member(self, node)  # get_accelerator().stream -> torch.cuda.stream
         root = parts[0]
-        for walker in self.chain():
+        walker: FunctionWalker | None = self
+        while walker is not None:
             if root in walker.local_defs:
                 return ".".join([walker.local_defs[root], *parts[1:]])
+            walker = walker.outer
         if self.is_local_name(root) and root not in self.globals:
             return self.st.flow_hooks.device_module_member(self, node)  # self._device_module.Event -> torch.cuda.Event
         if self.is_module and root in self.st.module_env:
@@ -213,18 +228,6 @@ class FunctionWalker(FlowState):
     def forget_kinds(self) -> None:
         """Drop memoised kinds: bindings changed (a flow walks the body again)."""
         self.kinds.forget()
-
-    def ty(self, node: ast.AST | None) -> T.Ty | None:
-        """The kind of value ``node`` evaluates to (`ValueKinds.ty`)."""
-        return self.kinds.ty(node)
-
-    def annotation_ty(self, annotation: ast.expr) -> T.Ty | None:
-        """The kind of value an annotation declares (`ValueKinds.annotation_ty`)."""
-        return self.kinds.annotation_ty(annotation)
-
-    def call_target(self, call: ast.Call) -> CallTarget | None:
-        """What ``call`` runs, as far as this file can tell (`CallNaming.call_target`)."""
-        return self.naming.call_target(call)
 
     def capturing_guard(self, test: ast.expr) -> bool | None:
         """True if ``test`` holds whenever we are capturing (its else-branch never runs in a
@@ -592,26 +595,26 @@ class FunctionWalker(FlowState):
         while stack:
             current = pop()
             kind = type(current)
-            if isinstance(current, ast.Call):
-                self._visit_call(current)
+            if kind is ast.Call:  # `kind is`, not isinstance: the hottest loop of a cold run
+                self._visit_call(cast(ast.Call, current))
             elif kind is ast.Subscript:
                 for hook in hooks.get("Subscript"):
                     hook(self, current)
-            elif isinstance(current, ast.IfExp):
-                self._test(current.test, "conditional expression")
+            elif kind is ast.IfExp:
+                self._test(cast(ast.IfExp, current).test, "conditional expression")
             elif kind is ast.JoinedStr:
                 for hook in hooks.get("JoinedStr"):
                     hook(self, current)
             elif kind is ast.Lambda:
                 continue
-            elif isinstance(current, ast.BoolOp) and not self.guarded:
-                self._short_circuit(current, push)
+            elif kind is ast.BoolOp and not self.guarded:
+                self._short_circuit(cast(ast.BoolOp, current), push)
                 continue
             elif (kind is ast.Yield or kind is ast.YieldFrom) and self.regions:
                 # @contextmanager yielding inside a capture: the caller's with-body is captured.
                 if any(self.st.summary.regions[r].target is None for r in self.regions):
                     self.summary.returns_capture = True
-            for name in _child_fields(kind):
+            for name in child_fields(kind):
                 value = getattr(current, name)
                 if type(value) is list:
                     for item in value:
@@ -682,20 +685,6 @@ _SIMPLE: dict[type[ast.stmt], Callable[[FunctionWalker, Any], None]] = {
     ast.Nonlocal: FunctionWalker._global,
     ast.Return: FunctionWalker._return,
 }
-_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
-_SCALAR_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "is_async"})
-
-
-def _child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
-    """The fields of an expression node type that hold child expressions (cached per type)."""
-    fields = _CHILD_FIELDS.get(kind)
-    if fields is None:
-        if kind is ast.Constant or kind is ast.Name:
-            fields = ()
-        else:
-            fields = tuple(f for f in kind._fields if f not in _SCALAR_FIELDS)
-        _CHILD_FIELDS[kind] = fields
-    return fields
 
 
 def _element_ty(container: T.Ty | None) -> T.Ty | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -42,15 +43,19 @@ Loop: TypeAlias = ast.For | ast.AsyncFor | ast.While
 FrameKind = Literal["loop", "else", "with", "try", "alternative"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Frame:
     """One compound statement open around the walker's position, and which part of it.
 
     ``loop``: a loop's body, ``index`` the pass. ``else``: a loop's `else` block, run once the
-    loop is done, so no longer in it (a `continue` there belongs to an outer loop). ``with``: a `with` body. ``try``: a `try`
-    body (``index`` 0) or its `finally` block (1). ``alternative``: branch ``index`` of an
-    `if` (0 the body, 1 the `else`), a `match` (its cases) or a `try` (its handlers, then its
-    `else`), as `branch` numbers them."""
+    loop is done, so no longer in it (a `continue` there belongs to an outer loop). ``with``: a
+    `with` body. ``try``: a `try` body (``index`` 0) or its `finally` block (1).
+    ``alternative``: branch ``index`` of an `if` (0 the body, 1 the `else`), a `match` (its
+    cases) or a `try` (its handlers, then its `else`), as `branch` numbers them.
+
+    Slotted and not frozen (never change one): the walker makes one per block it enters,
+    hundreds of thousands on a large tree, and a frozen dataclass's `__init__` costs twice as
+    much."""
 
     kind: FrameKind
     node: ast.stmt
@@ -138,47 +143,72 @@ def walk(state: FlowState, body: list[ast.stmt]) -> None:
         state._frames = outer
 
 
+_BLOCK_HOOKS = ("begin_block", "before", "after", "end_block")
+_OVERRIDES: dict[type[FlowState], frozenset[str]] = {}
+
+
+def _overridden(state: FlowState) -> list[Any]:
+    """The state's block and statement hooks, each None where it keeps FlowState's empty
+    default: the walker then skips a call per statement (the tensor-use scan overrides none).
+    Which hooks a class overrides is worked out once per class."""
+    kind = type(state)
+    names = _OVERRIDES.get(kind)
+    if names is None:
+        names = frozenset(name for name in _BLOCK_HOOKS if getattr(kind, name) is not getattr(FlowState, name))
+        _OVERRIDES[kind] = names
+    own = getattr(state, "__dict__", {})  # a hook set on the instance counts too
+    return [getattr(state, name) if name in names or name in own else None for name in _BLOCK_HOOKS]
+
+
 class _Walker:
     def __init__(self, state: FlowState) -> None:
         self.state = state
+        self.simple = state.simple
+        self.begin_block, self.before, self.after, self.end_block = _overridden(state)
 
     def block(self, body: list[ast.stmt]) -> None:
-        state = self.state
-        state.begin_block(body)
+        if self.begin_block is not None:
+            self.begin_block(body)
+        before, after, simple = self.before, self.after, self.simple
         for stmt in body:
-            state.before(stmt)
-            self.stmt(stmt)
-            state.after(stmt)
-        state.end_block(body)
+            if before is not None:
+                before(stmt)
+            handler = _COMPOUND.get(type(stmt))
+            if handler is None:
+                simple(stmt)
+            else:
+                handler(self, stmt)
+            if after is not None:
+                after(stmt)
+        if self.end_block is not None:
+            self.end_block(body)
 
-    def framed(self, frame: Frame, body: list[ast.stmt]) -> None:
-        """``body`` inside ``frame``."""
+    def framed(self, kind: FrameKind, node: ast.stmt, index: int, body: list[ast.stmt]) -> None:
+        """``body`` inside the frame (kind, node, index); an empty body (most loops' `else`,
+        most `finally`s) runs its block hooks without one."""
+        if not body:
+            self.block(body)
+            return
         state = self.state
         outer = state._frames
-        state._frames = (*outer, frame)
+        state._frames = (*outer, Frame(kind, node, index))
         self.block(body)
         state._frames = outer
 
-    def stmt(self, stmt: ast.stmt) -> None:
-        if isinstance(stmt, _DEFINITIONS):
-            self.state.definition(stmt)
-        elif isinstance(stmt, ast.If):
-            self.state.header(stmt.test, stmt)
-            self.alternatives(stmt, [stmt.body, stmt.orelse])
-        elif isinstance(stmt, _LOOPS):
-            self.loop(stmt)
-        elif isinstance(stmt, _WITHS):
-            self.with_(stmt)
-        elif isinstance(stmt, TRY_NODES):
-            self.framed(Frame("try", stmt), stmt.body)
-            self.alternatives(stmt, [*(handler.body for handler in stmt.handlers), stmt.orelse])
-            self.framed(Frame("try", stmt, 1), stmt.finalbody)
-        elif isinstance(stmt, ast.Match):
-            self.match(stmt)
-        elif isinstance(stmt, (ast.Break, ast.Continue)):
-            self.state.jump(stmt, self.innermost_loop())
-        else:
-            self.state.simple(stmt)
+    def definition(self, stmt: ast.stmt) -> None:
+        self.state.definition(stmt)
+
+    def if_(self, stmt: ast.If) -> None:
+        self.state.header(stmt.test, stmt)
+        self.alternatives(stmt, [stmt.body, stmt.orelse])
+
+    def try_(self, stmt: ast.Try) -> None:
+        self.framed("try", stmt, 0, stmt.body)
+        self.alternatives(stmt, [*(handler.body for handler in stmt.handlers), stmt.orelse])
+        self.framed("try", stmt, 1, stmt.finalbody)
+
+    def jump(self, stmt: ast.Break | ast.Continue) -> None:
+        self.state.jump(stmt, self.innermost_loop())
 
     def innermost_loop(self) -> Loop | None:
         for frame in reversed(self.state._frames):
@@ -191,7 +221,7 @@ class _Walker:
         start = state.fork(stmt)
         for index, body in enumerate(bodies):
             state.branch(stmt, index, start)
-            self.framed(Frame("alternative", stmt, index), body)
+            self.framed("alternative", stmt, index, body)
         state.join(stmt, start)
 
     def loop(self, stmt: Loop) -> None:
@@ -201,16 +231,16 @@ class _Walker:
         for index in range(state.pass_count(stmt)):
             if not isinstance(stmt, ast.While):
                 state.loop_target(stmt)
-            self.framed(Frame("loop", stmt, index), stmt.body)
+            self.framed("loop", stmt, index, stmt.body)
         state.exit_loop(stmt)
-        self.framed(Frame("else", stmt), stmt.orelse)
+        self.framed("else", stmt, 0, stmt.orelse)
 
     def with_(self, stmt: ast.With | ast.AsyncWith) -> None:
         state = self.state
         for item in stmt.items:
             state.header(item.context_expr, stmt)
         state.enter_with(stmt)
-        self.framed(Frame("with", stmt), stmt.body)
+        self.framed("with", stmt, 0, stmt.body)
         state.exit_with(stmt)
 
     def match(self, stmt: ast.Match) -> None:
@@ -221,5 +251,19 @@ class _Walker:
             state.branch(stmt, index, start)
             if case.guard is not None:
                 state.header(case.guard, stmt)
-            self.framed(Frame("alternative", stmt, index), case.body)
+            self.framed("alternative", stmt, index, case.body)
         state.join(stmt, start)
+
+
+# What the walker does with each compound statement, by its exact node type (one dictionary
+# lookup per statement instead of a chain of isinstance tests); any other is a simple one.
+_COMPOUND: dict[type[ast.stmt], Callable[[_Walker, Any], None]] = {
+    **dict.fromkeys(_DEFINITIONS, _Walker.definition),
+    ast.If: _Walker.if_,
+    **dict.fromkeys(_LOOPS, _Walker.loop),
+    **dict.fromkeys(_WITHS, _Walker.with_),
+    **dict.fromkeys(TRY_NODES, _Walker.try_),
+    ast.Match: _Walker.match,
+    ast.Break: _Walker.jump,
+    ast.Continue: _Walker.jump,
+}

@@ -8,6 +8,7 @@ rule matches on canonical dotted names, never on source text.
 from __future__ import annotations
 
 import ast
+import functools
 
 # Public re-exports and the spellings PyTorch keeps for them: canonical name on the right.
 _CANONICAL = {
@@ -44,7 +45,10 @@ DEVICE_STREAM_OPS = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=1 << 16)  # pure, and asked over a million times on a large tree
 def canonical(name: str) -> str:
+    """The one spelling of a dotted name that has several (an alias, a device module's stream
+    operation, a class's defining module)."""
     found = _CANONICAL.get(name)
     if found is not None:
         return found
@@ -133,24 +137,6 @@ def source_text(node: ast.AST) -> str:
         return ast.unparse(node)
     except Exception:  # pragma: no cover - ast.unparse handles every parsed node
         return "<expr>"
-
-
-def evaluation_order(expr: ast.AST) -> list[ast.AST]:
-    """The nodes of an expression with operands before the operation that uses them
-    (arguments before their call), skipping lambda bodies, which do not run here."""
-    order: list[ast.AST] = []
-    stack: list[tuple[ast.AST, bool]] = [(expr, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if isinstance(node, ast.Lambda):
-            continue
-        stack.append((node, True))
-        for child in reversed(list(ast.iter_child_nodes(node))):
-            stack.append((child, False))
-    return order
 
 
 # Calls into these are operations, not captured user code: never listed as unresolved.

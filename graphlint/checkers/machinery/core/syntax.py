@@ -32,22 +32,80 @@ class Located(Protocol):
 _SCOPES = (*FUNCTION_NODES, ast.ClassDef, ast.Lambda)
 
 
+# Fields that hold no child node (names, operators, contexts, flags, strings): the walks over
+# expressions below, and the binder's and the tensor-use scan's, skip them.
+_LEAF_FIELDS = frozenset(
+    {"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "is_async", "str", "value_str"}
+)
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
+
+
+def child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
+    """The fields of an expression node type that hold child nodes, cached per type: a faster
+    `ast.iter_child_nodes` for the walks that run over every expression of a tree."""
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        leaf = kind is ast.Constant or kind is ast.Name
+        fields = () if leaf else tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+        _CHILD_FIELDS[kind] = fields
+    return fields
+
+
+def evaluation_order(expr: ast.AST) -> list[ast.AST]:
+    """The nodes of an expression with operands before the operation that uses them
+    (arguments before their call), skipping lambda bodies, which do not run here. Contexts and
+    operators (`Load`, `Add`) are not listed: nothing is evaluated there."""
+    order: list[ast.AST] = []
+    stack: list[tuple[ast.AST, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        kind = type(node)
+        if kind is ast.Lambda:
+            continue
+        stack.append((node, True))
+        children: list[ast.AST] = []
+        for name in child_fields(kind):
+            value = getattr(node, name)
+            if type(value) is list:
+                children.extend(item for item in value if item is not None)
+            elif value is not None:
+                children.append(value)
+        stack.extend((child, False) for child in reversed(children))
+    return order
+
+
 def statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Every statement in ``body`` and its nested blocks, without entering definitions."""
     stack = list(reversed(body))
     while stack:
         stmt = stack.pop()
         yield stmt
-        if isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
-            continue
-        for name in ("finalbody", "orelse", "body"):
-            block = getattr(stmt, name, None)
-            if isinstance(block, list):
-                stack.extend(reversed(block))
-        for handler in getattr(stmt, "handlers", ()):
-            stack.extend(reversed(handler.body))
-        for case in getattr(stmt, "cases", ()):
-            stack.extend(reversed(case.body))
+        kind = type(stmt)
+        fields = _NESTED.get(kind)
+        if fields is None:
+            fields = _NESTED[kind] = _nested_fields(kind)
+        for name in fields:
+            value = getattr(stmt, name)
+            if name == "handlers" or name == "cases":
+                for part in value:
+                    stack.extend(reversed(part.body))
+            else:
+                stack.extend(reversed(value))
+
+
+_NESTED: dict[type[ast.stmt], tuple[str, ...]] = {}
+
+
+def _nested_fields(kind: type[ast.stmt]) -> tuple[str, ...]:
+    """The fields of a statement type that hold nested blocks, in the order `statements`
+    stacks them; none for definitions, which are their own scopes (cached per type: the
+    walk runs over every statement of a tree several times)."""
+    if issubclass(kind, (*FUNCTION_NODES, ast.ClassDef)):
+        return ()
+    return tuple(name for name in ("finalbody", "orelse", "body", "handlers", "cases") if name in kind._fields)
 
 
 def all_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:

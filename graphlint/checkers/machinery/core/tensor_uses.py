@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.flow import TRY_NODES, FlowState, walk
-from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, bound_names
+from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, bound_names, child_fields
 
 # Methods and attributes no Python builtin, numpy array or torch module has: their receiver
 # is a tensor (or a container of tensors that behaves as one, which the flows treat alike).
@@ -234,7 +234,7 @@ class _Scan(FlowState):
                 self.use(current.value)  # type: ignore[attr-defined]
             elif kind is ast.NamedExpr:
                 self.bind(current.target.id, current.value)  # type: ignore[attr-defined]
-            for name in _child_fields(kind):
+            for name in child_fields(kind):
                 value = getattr(current, name)
                 if type(value) is list:
                     stack.extend(item for item in value if item is not None)
@@ -312,16 +312,3 @@ _STATEMENTS: dict[type, Callable[[_Scan, ast.stmt], None]] = {
     ast.Global: _Scan.shared_names,  # type: ignore[dict-item]
     ast.Nonlocal: _Scan.shared_names,  # type: ignore[dict-item]
 }
-_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
-# Fields that hold no expression (or only ones that cannot prove a tensor: a keyword's name).
-_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "type_comment", "value_str"})
-
-
-def _child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
-    """The fields of an expression node type that hold child nodes (cached per type)."""
-    fields = _CHILD_FIELDS.get(kind)
-    if fields is None:
-        leaf = kind is ast.Constant or kind is ast.Name
-        fields = () if leaf else tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
-        _CHILD_FIELDS[kind] = fields
-    return fields

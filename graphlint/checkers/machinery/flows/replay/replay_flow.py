@@ -28,7 +28,8 @@ from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.call_targets import CallTarget, FunctionTarget, InstanceCall, MethodTarget
 from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.module_state import Capture
-from graphlint.checkers.machinery.core.names import evaluation_order, source_text
+from graphlint.checkers.machinery.core.names import source_text
+from graphlint.checkers.machinery.core.syntax import evaluation_order
 from graphlint.checkers.machinery.core.tensor_uses import EVIDENCE_METHODS
 
 if TYPE_CHECKING:

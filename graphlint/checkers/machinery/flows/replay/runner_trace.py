@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Union
 from graphlint.checkers.machinery.core.call_targets import CallTarget
 from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.model import Compact
-from graphlint.checkers.machinery.core.names import evaluation_order
-from graphlint.checkers.machinery.core.syntax import statements
+from graphlint.checkers.machinery.core.syntax import evaluation_order, statements
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder, ModuleState

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
 from graphlint.checkers.machinery.core.flow import FlowState, walk
-from graphlint.checkers.machinery.core.names import evaluation_order, source_text
+from graphlint.checkers.machinery.core.names import source_text
+from graphlint.checkers.machinery.core.syntax import evaluation_order
 from graphlint.checkers.machinery.flows.stream import stream_effects as E
 from graphlint.checkers.machinery.flows.stream.attribute_escapes import SideAttributeReturned, returned_side_attributes
 from graphlint.checkers.machinery.flows.stream.data_replacement import data_replaced

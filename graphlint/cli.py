@@ -11,6 +11,7 @@ import contextlib
 import difflib
 import gc
 import io
+import json
 import os
 import sys
 import traceback
@@ -140,6 +141,12 @@ def _add_sanitize_parser(commands: argparse._SubParsersAction) -> None:
     sanitize_parser.add_argument("--report", metavar="FILE", help="also write the findings to FILE")
     sanitize_parser.add_argument("--format", choices=FORMATS, default="json", help="format of --report (default json)")
     sanitize_parser.add_argument(
+        "--summary-report",
+        metavar="FILE",
+        help="also write the run's summary as JSON: graphs seen, analysed and refused, --poison counts, and the "
+        "coverage report",
+    )
+    sanitize_parser.add_argument(
         "--graph-dir", metavar="DIR", help="draw each analysed graph as DIR/NAME.svg and DIR/NAME.html"
     )
     sanitize_parser.add_argument(
@@ -147,6 +154,21 @@ def _add_sanitize_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="fill refilled static inputs with NaN after each replay and name the first output read that the "
         "NaN reached (GL511); changes a buggy program's results on purpose",
+    )
+    sanitize_parser.add_argument(
+        "--no-coverage",
+        dest="coverage",
+        action="store_false",
+        help="do not measure how much GPU work ran from graphs (the coverage report runs torch's profiler, CUDA "
+        "activity only)",
+    )
+    sanitize_parser.add_argument(
+        "--require-graphed",
+        metavar="PCT",
+        type=_percentage,
+        default=None,
+        help="exit 1 when fewer than PCT percent of the run's kernel launches ran from CUDA graphs (or the share "
+        "could not be measured)",
     )
     sanitize_parser.add_argument(
         "--allow-inactive",
@@ -435,7 +457,9 @@ def _sanitize(args: argparse.Namespace) -> int:
                 "it computes different results, on purpose",
                 file=sys.stderr,
             )
-        outcome = run(command, graph_dir=args.graph_dir, poison=args.poison)
+        if args.require_graphed is not None and not args.coverage:
+            raise _UsageError("--require-graphed needs the coverage report: drop --no-coverage")
+        outcome = run(command, graph_dir=args.graph_dir, poison=args.poison, coverage=args.coverage)
         where = (program_name(interpreter_arguments(command)), 1)
     except UsageError as error:
         raise _UsageError(str(error)) from None
@@ -444,6 +468,11 @@ def _sanitize(args: argparse.Namespace) -> int:
     if args.report:
         files = tuple(sorted({f.path for f in findings}))
         _write_output(args.report, render(args.format, findings, ReportContext(files=files)))
+    if args.summary_report:
+        summary = {"status": outcome.status, "inactive": outcome.reason, **outcome.graphs.to_dict()}
+        _write_output(args.summary_report, json.dumps(summary, indent=2) + "\n")
+    if outcome.status == 0 and _below_required(outcome.graphs.coverage, args.require_graphed):
+        return EXIT_FINDINGS
     if args.mode == "error" and outcome.status == 0:
         if outcome.reason and not args.allow_inactive:
             print(
@@ -455,6 +484,28 @@ def _sanitize(args: argparse.Namespace) -> int:
         if any(not f.informational for f in findings):
             return EXIT_FINDINGS
     return outcome.status
+
+
+def _percentage(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r}") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"a percentage is between 0 and 100, not {value:g}")
+    return value
+
+
+def _below_required(coverage, required: float | None) -> bool:
+    """`--require-graphed PCT`: does the run fall short (or give no share to judge)? Says why."""
+    if required is None:
+        return False
+    share = coverage.launch_share() if coverage is not None else None
+    if share is not None and share >= required:
+        return False
+    shown = "no share was measured" if share is None else f"{share:.1f}% of kernel launches ran from graphs"
+    print(f"graphlint sanitize: --require-graphed {required:g}: {shown}", file=sys.stderr)
+    return True
 
 
 def _print_sanitize_summary(outcome, findings: list[Finding]) -> None:

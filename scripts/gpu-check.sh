@@ -14,6 +14,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/device.txt"
 python3 -m pytest -m cuda -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log"
 python3 scripts/record_snapshots.py "$OUT/snapshots" 2>&1 | tee "$OUT/record.log"
 tar -C "$OUT" -czf "$OUT/snapshots.tgz" snapshots && rm -rf "$OUT/snapshots"
+# Profiler traces the coverage report's CPU tests read (fixtures/snapshots/coverage/)
+python3 scripts/record_coverage_trace.py "$OUT/coverage" 2>&1 | tail -3
 # Real programs and a peer's CUDA-graph suite under the sanitizer (issue 18). A failure here
 # does not stop the pass. Their logs go into one tarball, their summaries into one text file.
 bash scripts/check_real_programs.sh "$OUT/real" || echo "check_real_programs.sh exited $?"

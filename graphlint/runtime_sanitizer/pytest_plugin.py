@@ -71,6 +71,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --graphlint-sanitize: fill refilled static inputs with NaN after each replay and name the "
         "first output read the NaN reached (GL511); a buggy test's results change on purpose",
     )
+    group.addoption(
+        "--graphlint-no-coverage",
+        action="store_true",
+        help="with --graphlint-sanitize: do not measure how much GPU work ran from graphs",
+    )
     group.addoption("--graphlint-report", default=None, metavar="FILE", help="write the sanitizer's findings as JSON")
     parser.addini("graphlint_sanitize_ignore", "codes the sanitizer does not report", type="args", default=[])
 
@@ -127,7 +132,9 @@ def pytest_runtest_call(item: pytest.Item):
         return
     from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
-    guard = ReplayGuard(poison=item.config.getoption("graphlint_poison"))
+    guard = ReplayGuard(
+        poison=item.config.getoption("graphlint_poison"), coverage=not item.config.getoption("graphlint_no_coverage")
+    )
     guard.findings = item.stash.setdefault(_KEY, [])  # the same list the fixture hands the test
     guard.install()
     try:

@@ -126,12 +126,13 @@ def hook_blocked(arguments: list[str]) -> str:
     return ""
 
 
-def run(command: list[str], graph_dir: str | None = None, poison: bool = False) -> RunOutcome:
+def run(command: list[str], graph_dir: str | None = None, poison: bool = False, coverage: bool = True) -> RunOutcome:
     """Run the program in a child interpreter under the sanitizer; wait for it.
 
     With ``graph_dir``, each graph the sanitizer analyses is drawn there (SVG and HTML). With
     ``poison``, refilled static inputs are poisoned after each replay (GL511): a program that
-    reads stale memory computes NaN where it did not before, on purpose."""
+    reads stale memory computes NaN where it did not before, on purpose. With ``coverage``, the
+    share of GPU work that ran from graphs is measured (`analysis/coverage.py`)."""
     argv = child_command(command)
     blocked = hook_blocked(argv[1:]) if argv[0] == sys.executable or _is_interpreter(command[0]) else ""
     with tempfile.TemporaryDirectory(prefix="graphlint-sanitize-") as folder:
@@ -148,6 +149,7 @@ def run(command: list[str], graph_dir: str | None = None, poison: bool = False) 
             env["GRAPHLINT_SANITIZE_GRAPH_DIR"] = str(Path(graph_dir).resolve())
         if poison:
             env["GRAPHLINT_SANITIZE_POISON"] = "1"
+        env["GRAPHLINT_SANITIZE_COVERAGE"] = "1" if coverage else "0"
         status = _exit_status(_wait_forwarding_signals(argv, env))
         if blocked:
             return RunOutcome(status, reason=f"the start-up hook could not run: {blocked}")

@@ -49,7 +49,8 @@ class _Session:
 
                     graph_dir = os.environ.pop("GRAPHLINT_SANITIZE_GRAPH_DIR", None)
                     poison = os.environ.pop("GRAPHLINT_SANITIZE_POISON", "") == "1"
-                    self.guard = ReplayGuard(graph_dir=graph_dir, poison=poison).install()
+                    coverage = os.environ.pop("GRAPHLINT_SANITIZE_COVERAGE", "1") != "0"
+                    self.guard = ReplayGuard(graph_dir=graph_dir, poison=poison, coverage=coverage).install()
         except Exception as error:  # the program still runs; the report says the sanitizer did not
             self.guard = None
             self.reason = f"the sanitizer could not start: {type(error).__name__}: {error}"

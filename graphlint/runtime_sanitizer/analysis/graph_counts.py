@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphlint.runtime_sanitizer.analysis.coverage import Coverage
+
 
 @dataclass
 class GraphCounts:
@@ -14,6 +16,7 @@ class GraphCounts:
     refused: list[tuple[str, str]] = field(default_factory=list)  # (graph, why it was not analysed)
     poisoned_replays: int | None = None  # with --poison: replays that ran after a poisoning (None: off)
     stale_integers: list[str] = field(default_factory=list)  # --poison: integer inputs read stale, restored
+    coverage: Coverage | None = None  # how much GPU work ran from graphs (None: not watched)
 
     def add(self, other: GraphCounts) -> None:
         self.seen += other.seen
@@ -22,6 +25,10 @@ class GraphCounts:
         if other.poisoned_replays is not None:
             self.poisoned_replays = (self.poisoned_replays or 0) + other.poisoned_replays
         self.stale_integers.extend(other.stale_integers)
+        if other.coverage is not None:
+            if self.coverage is None:
+                self.coverage = Coverage()
+            self.coverage.add(other.coverage)
 
     def summary(self) -> str:
         """``3 graphs seen, 2 analysed, 1 refused``, with each refusal's reason."""
@@ -33,6 +40,8 @@ class GraphCounts:
                 "a poisoning of refilled inputs (a buggy program's results change on purpose)"
             )
             text += "".join(f"\n  stale, restored, not judged: {what}" for what in self.stale_integers)
+        if self.coverage is not None:
+            text += "\n" + self.coverage.summary()
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -43,6 +52,8 @@ class GraphCounts:
         }
         if self.poisoned_replays is not None:
             data.update(poisoned_replays=self.poisoned_replays, stale_integers=list(self.stale_integers))
+        if self.coverage is not None:
+            data["coverage"] = self.coverage.to_dict()
         return data
 
     @classmethod
@@ -53,4 +64,5 @@ class GraphCounts:
             [tuple(r) for r in data.get("refused", [])],
             data.get("poisoned_replays"),
             list(data.get("stale_integers", [])),
+            Coverage.from_dict(data["coverage"]) if data.get("coverage") else None,
         )

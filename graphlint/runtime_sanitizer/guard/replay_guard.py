@@ -28,10 +28,13 @@ a dispatch mode gives each new tensor that aliases a graph's output memory (a vi
   This changes what a buggy program computes, on purpose; a clean one computes what it did.
 - Findings of the parameterized launcher (GL502, GL507) made while a guard is installed are
   collected with the guard's own (`publish`).
+- Coverage (`coverage=True`, `guard/coverage_watch.py`): how much GPU work ran from graphs,
+  from torch's profiler (CUDA activity only) between install and uninstall; the guard's own
+  tensor work is marked so that its kernels count in neither share.
 
 Findings are placed at the user's line (`user_site`: on autograd's engine thread, the line
 that called backward()), collected (warn) or raised (`mode="raise"`); `graphs` counts the
-graphs seen, analysed and refused; `uninstall()` restores torch.
+graphs seen, analysed and refused, and their coverage; `uninstall()` restores torch.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from graphlint.runtime_sanitizer.analysis.kept_outputs import KeptWatch, kept_ou
 from graphlint.runtime_sanitizer.analysis.pool_order import violation_message
 from graphlint.runtime_sanitizer.analysis.report import ordering_findings, refused_finding, rule_finding
 from graphlint.runtime_sanitizer.capture.plain_capture import CaptureOrdering, Refused
+from graphlint.runtime_sanitizer.guard.coverage_watch import CoverageWatch
 from graphlint.runtime_sanitizer.guard.dispatch_modes import CaptureRecorder, HandleWatch
 from graphlint.runtime_sanitizer.guard.graph_state import (
     GraphState,
@@ -80,7 +84,9 @@ class StaleOutputRead(RuntimeError):
 
 
 class ReplayGuard:
-    def __init__(self, mode: str = "warn", graph_dir: str | None = None, poison: bool = False) -> None:
+    def __init__(
+        self, mode: str = "warn", graph_dir: str | None = None, poison: bool = False, coverage: bool = False
+    ) -> None:
         if mode not in ("warn", "raise"):
             raise ValueError("mode must be 'warn' or 'raise'")
         self.mode = mode
@@ -101,6 +107,8 @@ class ReplayGuard:
         # GL511: changes a buggy program's results on purpose
         self.poison = PoisonWatch(report=self._report_stale_memory) if poison else None
         self._stale: dict[int, list[str]] = {}  # graph id -> what its running replay reads poisoned
+        # How much GPU work runs from graphs (the run's coverage report); watched from install to uninstall
+        self.coverage = CoverageWatch() if coverage else None
         if self.poison is not None:
             self.graphs.poisoned_replays = 0
             self.graphs.stale_integers = self.poison.stale_integers
@@ -143,33 +151,22 @@ class ReplayGuard:
         torch.cuda.CUDAGraph.replay = replay  # type: ignore[method-assign,assignment]
         self._wrap_raw_capture(torch)
         self._pools.install(torch)
-        self._saved["graphed"] = (torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables)
-        original_graphed = torch.cuda.graphs.make_graphed_callables
-
-        @functools.wraps(original_graphed)
-        def make_graphed_callables(callables, sample_args, *args, **kwargs):
-            guard._analyse_graphed(callables, sample_args)
-            before = set(guard._graphs)
-            guard._graphing += 1  # its captures are judged by the analysis above, not again
-            try:
-                result = original_graphed(callables, sample_args, *args, **kwargs)
-            finally:
-                guard._graphing -= 1
-            guard._watch_grads(callables, [g for g in guard._graphs if g not in before])
-            return result
-
-        torch.cuda.make_graphed_callables = torch.cuda.graphs.make_graphed_callables = make_graphed_callables
+        self._wrap_graphed(torch)
         self._wrap_backward(torch)
         if self.poison is not None:
             self.poison.install(torch)
         self._outer = HandleWatch(self)
         self._outer.__enter__()
         INSTALLED.append(self)
+        if self.coverage is not None:
+            self.coverage.install(torch)
         return self
 
     def uninstall(self) -> None:
         import torch
 
+        if self.coverage is not None and self._saved:
+            self.graphs.coverage = self.coverage.finish(torch)
         if self in INSTALLED:
             INSTALLED.remove(self)
         if self._outer is not None:
@@ -186,6 +183,26 @@ class ReplayGuard:
                 self.poison.uninstall(torch)
             torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self._saved["backward"]  # type: ignore[method-assign]
             self._saved = {}
+
+    def _wrap_graphed(self, torch: Any) -> None:
+        """`make_graphed_callables`: analysed as a whole, and the grads it may alias watched (GL509)."""
+        guard = self
+        self._saved["graphed"] = (torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables)
+        original_graphed = torch.cuda.graphs.make_graphed_callables
+
+        @functools.wraps(original_graphed)
+        def make_graphed_callables(callables, sample_args, *args, **kwargs):
+            guard._analyse_graphed(callables, sample_args)
+            before = set(guard._graphs)
+            guard._graphing += 1  # its captures are judged by the analysis above, not again
+            try:
+                result = original_graphed(callables, sample_args, *args, **kwargs)
+            finally:
+                guard._graphing -= 1
+            guard._watch_grads(callables, [g for g in guard._graphs if g not in before])
+            return result
+
+        torch.cuda.make_graphed_callables = torch.cuda.graphs.make_graphed_callables = make_graphed_callables
 
     @contextlib.contextmanager
     def _managing(self) -> Iterator[None]:
@@ -395,12 +412,17 @@ class ReplayGuard:
     @contextlib.contextmanager
     def _guard_work(self) -> Iterator[None]:
         """The guard's own tensor work (copies, comparisons, poison) with its dispatch mode out of
-        the way: none of it is a read or a write of the program's."""
+        the way: none of it is a read or a write of the program's, nor its GPU work (coverage)."""
         self._outer.__exit__(None, None, None)
         try:
-            yield
+            with self._own_kernels():
+                yield
         finally:
             self._outer.__enter__()
+
+    def _own_kernels(self) -> contextlib.AbstractContextManager[None]:
+        """Kernels launched here are the sanitizer's: the coverage report leaves them out."""
+        return self.coverage.own_work() if self.coverage is not None else contextlib.nullcontext()
 
     def _check_pool_order(self, graph: Any, state: GraphState) -> None:
         """GL510: this replay breaks the capture order of graphs sharing its pool, or runs at
@@ -479,12 +501,12 @@ class ReplayGuard:
     # -- poison (GL511), for each eager operator ----------------------------------------
     def _before_op(self, func: Any, tensors: list[Any]) -> None:
         if self.poison is not None and not self._capturing and not self._internal:
-            with self._poisoning("an eager operator"):
+            with self._poisoning("an eager operator"), self._own_kernels():
                 self.poison.before_op(func, tensors)
 
     def _after_op(self, func: Any, tensors: list[Any], results: list[Any]) -> None:
         if self.poison is not None and not self._capturing and not self._internal:
-            with self._poisoning("an eager operator"):
+            with self._poisoning("an eager operator"), self._own_kernels():
                 self.poison.after_op(func, tensors, results)
 
     def _report_stale_memory(self, message: str) -> None:

@@ -498,11 +498,9 @@ def _percentage(text: str) -> float:
 
 def _below_required(coverage, required: float | None) -> bool:
     """`--require-graphed PCT`: does the run fall short (or give no share to judge)? Says why."""
-    if required is None:
+    if required is None or (coverage is not None and not coverage.below(required)):
         return False
     share = coverage.launch_share() if coverage is not None else None
-    if share is not None and share >= required:
-        return False
     shown = "no share was measured" if share is None else f"{share:.1f}% of kernel launches ran from graphs"
     print(f"graphlint sanitize: --require-graphed {required:g}: {shown}", file=sys.stderr)
     return True

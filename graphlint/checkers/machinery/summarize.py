@@ -32,6 +32,7 @@ from graphlint.checkers.machinery.core.syntax import (
 from graphlint.checkers.machinery.detectors import hooks_for, static_codes
 from graphlint.checkers.machinery.dynamic_imports import bind_dynamic_imports, bind_torch_aliases, importer_call
 from graphlint.checkers.machinery.flows.replay import replay_flow, runner_trace
+from graphlint.checkers.machinery.flows.replay.derived_inputs import derived_args
 from graphlint.checkers.machinery.flows.stream import pending_sends, stream_flow, stream_identity
 from graphlint.checkers.machinery.host_attributes import host_attributes
 from graphlint.checkers.machinery.protocols import PROTOCOL_BASES
@@ -192,6 +193,11 @@ class FileSummarizer:
                 if ty.kind == T.INSTANCE and ty.ref:
                     summary.attr_classes[attr] = ty.ref
             summary.host_attrs = host_attributes(node, attrs, init_first, _resolver(st))
+        definitions: dict[str, list[ast.ClassDef]] = {}
+        for node, qualname in _classes(st.tree.body, st.module):
+            definitions.setdefault(qualname, []).append(node)  # both branches of an `if` count
+        for qualname, nodes in definitions.items():
+            st.summary.classes[qualname].derived_args = derived_args(nodes)
 
     def _prescan_file_facts(self) -> None:
         """Modules passed to make_graphed_callables anywhere in the file (for GL113)."""

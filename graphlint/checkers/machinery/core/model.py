@@ -147,6 +147,8 @@ class ClassSummary(Compact):
     methods: dict[str, str]
     attr_classes: dict[str, str]  # self.attr -> class qualname it holds an instance of
     host_attrs: frozenset[str] = frozenset()  # attributes holding host data: NumPy arrays, host tensors
+    # constructor arguments (names, `#i` positions) whose contents __init__ computes tensors from
+    derived_args: frozenset[str] = frozenset()
 
 
 @dataclass

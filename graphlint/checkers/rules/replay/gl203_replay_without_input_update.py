@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+
 from graphlint.checkers.machinery.core.binder import FunctionWalker
+from graphlint.checkers.machinery.core.model import Hazard, ModuleSummary
 from graphlint.checkers.machinery.core.names import source_text
-from graphlint.checkers.machinery.detectors import Detector
+from graphlint.checkers.machinery.detectors import Detector, ProjectFacts
+from graphlint.checkers.machinery.flows.replay.derived_inputs import Derivation, stale_derivations
 from graphlint.checkers.machinery.flows.replay.replay_flow import StaleReplay
 from graphlint.registry import Rule, declare
 
@@ -15,9 +19,16 @@ RULE = declare(
         summary=(
             "A loop that calls `g.replay()` with fresh per-iteration data (a loop target, "
             "`next(it)`) that never reaches any static input (`copy_`, slice assignment, "
-            "`index_copy_`, ...) before the replay."
+            "`index_copy_`, ...) before the replay. Also: a value computed from a static input "
+            "before the capture (`lens_cumsum = lens.cumsum(0)`, a constructor that computes from "
+            "its argument) that the capture reads and nothing keeps: refreshing the input at "
+            "replay does not recompute it."
         ),
-        why="The graph recomputes on the inputs it already had: every iteration returns the same result.",
+        why=(
+            "The graph recomputes on the inputs it already had: every iteration returns the same "
+            "result. A value computed before the capture is outside the graph: every replay reads "
+            "what it was at capture."
+        ),
         example="""
             import torch
 
@@ -26,6 +37,16 @@ RULE = declare(
             for batch in loader:
                 g.replay()
                 outputs.append(static_out.clone())
+
+
+            def capture_decode(model, graphs, bs):
+                lengths = torch.ones(bs, dtype=torch.int32, device="cuda")
+                graphs[bs] = {"lengths": lengths}  # refreshed before each replay
+                offsets = lengths.cumsum(0)  # computed once, at capture
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    graphs[bs]["out"] = model(offsets)
+                graphs[bs]["graph"] = graph
         """,
         use_instead="""
             import torch
@@ -36,13 +57,40 @@ RULE = declare(
                 static_x.copy_(batch)
                 g.replay()
                 outputs.append(static_out.clone())
+
+
+            def capture_decode(model, graphs, bs):
+                lengths = torch.ones(bs, dtype=torch.int32, device="cuda")
+                graphs[bs] = {"lengths": lengths}
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    offsets = lengths.cumsum(0)  # recomputed by every replay
+                    graphs[bs]["out"] = model(offsets)
+                graphs[bs]["graph"] = graph
         """,
     )
 )
 
 
+_CONSTRUCTS = "constructs"  # condition: the class computes from one of these constructor arguments
+
+
 class ReplayWithoutInputUpdate(Detector):
     rule = RULE
+
+    def on_capture(self, w: FunctionWalker, stmt: ast.With | ast.AsyncWith, context: ast.Call) -> None:
+        """Values computed from a kept static input before this capture, read in it and not kept."""
+        graph = source_text(context.args[0]) if context.args else "the graph"
+        for derivation in stale_derivations(w.node, stmt, w.resolve, lambda value, name: _is_tensor(w, value, name)):
+            condition = (_CONSTRUCTS, derivation.made_by, *derivation.args) if derivation.made_by else ()
+            w.hazard(RULE.code, derivation.stmt, _derived_message(derivation, graph), always=True, condition=condition)
+
+    def holds(self, project: ProjectFacts, summary: ModuleSummary, hazard: Hazard, kind: str | None) -> bool:
+        """A constructor computes from the static input only if its class says so (`derived_args`)."""
+        if hazard.condition[:1] != (_CONSTRUCTS,):
+            return True
+        made_by, keys = str(hazard.condition[1]), {str(key) for key in hazard.condition[2:]}
+        return any(keys & cls.derived_args for cls in project.class_chain(made_by))
 
     def on_StaleReplay(self, w: FunctionWalker, event: StaleReplay) -> None:
         w.hazard(
@@ -52,3 +100,25 @@ class ReplayWithoutInputUpdate(Detector):
             f"({', '.join(event.fresh)}) never reaches a static input of graph `{event.graph}`",
             always=True,
         )
+
+
+def _derived_message(derivation: Derivation, graph: str) -> str:
+    if derivation.made_by:
+        what = f"`{derivation.made_by.rpartition('.')[2]}(...)` computes `{derivation.name}`"
+    else:
+        what = f"`{derivation.name}` is computed"
+    return (
+        f"{what} from the static input `{derivation.source}` before the capture of "
+        f"`{graph}`, which reads it: the graph keeps the value of that computation, and refreshing "
+        f"`{derivation.source}` before a replay does not redo it; compute it inside the capture"
+    )
+
+
+def _is_tensor(w: FunctionWalker, value: ast.expr | None, name: str) -> bool:
+    """Is a binding a tensor: its value's kind, or for a parameter its annotation's."""
+    if value is None:
+        annotation = w.parameter_annotation(name)
+        ty = w.annotation_ty(annotation) if annotation is not None else None
+    else:
+        ty = w.ty(value)
+    return ty is not None and ty.tensorish

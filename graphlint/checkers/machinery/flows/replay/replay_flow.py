@@ -628,19 +628,31 @@ class ReplayFlow(FlowState):
         return replay, False
 
     def _reaches_input(self, node: ast.AST, graph: str, inputs: set[str] | None, derived: set[str]) -> bool:
+        if isinstance(node, ast.Call) and self.w.resolve(node.func) in _SEEDERS and _mentions(node, derived):
+            derived.add(_SEEDED)  # `torch.manual_seed(seed)`: the iteration's random draws come from it
+            return False
         if isinstance(node, ast.Assign):
-            if not _mentions(node.value, derived):
+            if not self._carries(node.value, derived):
                 return False
             reached = any(_may_be_input(target, inputs, derived) for target in node.targets)
             for target in node.targets:
                 derived |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
             return reached
-        if isinstance(node, ast.Call) and _mentions(node, derived):
+        if isinstance(node, ast.Call) and self._carries(node, derived):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in _INPUT_WRITERS:
                 return _may_be_input(func.value, inputs, derived, in_place=True)
             return self._passes_to_unknown_code(node, derived)  # a helper may copy it in: do not guess
         return False
+
+    def _carries(self, node: ast.AST, derived: set[str]) -> bool:
+        """Does ``node`` compute from the fresh data: it names it, or draws random numbers
+        after the iteration seeded the generator with it?"""
+        if _mentions(node, derived):
+            return True
+        return _SEEDED in derived and any(
+            isinstance(n, ast.Call) and (self.w.resolve(n.func) or "").startswith(_RANDOM_DRAWS) for n in ast.walk(node)
+        )
 
     def _passes_to_unknown_code(self, call: ast.Call, derived: set[str]) -> bool:
         name = self.w.resolve(call.func)
@@ -652,6 +664,19 @@ class ReplayFlow(FlowState):
                 return False
         return any(_mentions(arg, derived) for arg in [*call.args, *(kw.value for kw in call.keywords)])
 
+
+# Seeding a generator with the iteration's data makes every later draw of the iteration data
+# of it: `torch.manual_seed(seed); static_x.copy_(torch.randn(...))` refreshes the input.
+_SEEDERS = frozenset(
+    {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all"}
+    | {"random.seed", "numpy.random.seed"}
+)
+_SEEDED = "<generator seeded with fresh data>"
+_RANDOM_DRAWS = (
+    *(f"torch.{name}" for name in ("rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial")),
+    "numpy.random.",
+    "random.",
+)
 
 # The outputs of every cudagraph-mode torch.compile function live in one CUDA graph tree: a call
 # of any of them (or torch.compiler.cudagraph_mark_step_begin()) starts a new iteration and frees

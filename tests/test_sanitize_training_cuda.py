@@ -14,6 +14,8 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the runtime sanitizer needs a GPU"),
 ]
 
+from side_stream_captures import capture_side_write_then_read  # noqa: E402
+
 from graphlint.runtime_sanitizer.analysis.postprocess import finish  # noqa: E402
 from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard  # noqa: E402
 
@@ -62,25 +64,15 @@ def test_graphed_grads_cleared_every_step_report_nothing_and_equal_eager() -> No
 
 
 def _plain_capture(join_first: bool):
-    """A plain `torch.cuda.graph` capture whose side stream writes `x`; the main stream reads it
-    before (racy) or after (correct) joining the side stream."""
-    a, b = torch.randn(1 << 16, device="cuda"), torch.randn(1 << 16, device="cuda")
-    x = torch.empty_like(a)
-    side = torch.cuda.Stream()
-    g = torch.cuda.CUDAGraph()
-    with ReplayGuard() as guard:
-        with torch.cuda.graph(g):
-            capture_line = sys._getframe().f_lineno - 1
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                torch.mul(a, 3.0, out=x)
-            if join_first:
-                torch.cuda.current_stream().wait_stream(side)
-            y = x + b
-            torch.cuda.current_stream().wait_stream(side)
-        g.replay()
-        torch.cuda.synchronize()
-    return y, x, b, guard, capture_line
+    """The side stream writes `x` with `torch.mul(out=)`; the main stream adds `b` to it."""
+
+    def write(a):
+        x = torch.empty_like(a)
+        torch.mul(a, 3.0, out=x)
+        return x
+
+    y, _, b, x, guard, line = capture_side_write_then_read(write, lambda x, b: x + b, join_first)
+    return y, x, b, guard, line
 
 
 def test_plain_capture_reading_a_side_stream_write_before_the_join_is_gl504() -> None:

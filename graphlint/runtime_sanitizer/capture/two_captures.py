@@ -217,6 +217,7 @@ class _OpRecorder:
         self.mode = Mode()
         self.ops: list[tuple[str, int, int, list, list]] = []
         self.unreadable = 0  # operators run while the capture graph could not be read
+        self.launches: Any = None  # the Triton launch wrappers, while recording (`triton_launches`)
         # storage (StorageImpl address) -> the node count when an operator first returned it
         self.first_seen: dict[int, int] = {}
         self._refs: list[Any] = []  # weak references: a recorded StorageImpl is never recycled
@@ -244,18 +245,33 @@ class _OpRecorder:
             if region is not None and tensor.is_cuda:
                 region.born = self.first_seen.get(tensor.untyped_storage()._cdata, 0)
 
+    def note_launch(self, name: str, before: int | None, after: int | None, reads: list, writes: list) -> None:
+        """A kernel launched outside ATen (a Triton kernel, `triton_launches`), like an operator."""
+        if before is None or after is None:
+            self.unreadable += 1
+        elif after > before:
+            self.ops.append((name, before, after, reads, writes))
+
     def __enter__(self):
+        from graphlint.runtime_sanitizer.capture.triton_launches import TritonLaunches
+
         self.mode.__enter__()
+        self.launches = TritonLaunches(self.note_launch, _capture_graph_node_count, _tensor_ranges).__enter__()
         return self
 
     def __exit__(self, *exc):
+        self.launches.__exit__(*exc)
         return self.mode.__exit__(*exc)
 
     def attribute(self, snapshot: GraphSnapshot) -> None:
+        """Give each node the accesses of what launched it. A Triton launch is noted after the
+        operators it runs inside it (a `zero_()` of an output it accumulates into): the
+        innermost noted first keeps its nodes."""
         for name, start, end, reads, writes in self.ops:
             for index in range(start, min(end, len(snapshot.nodes))):
                 node = snapshot.nodes[index]
-                node.op, node.reads, node.writes = name, list(reads), list(writes)
+                if not node.op:
+                    node.op, node.reads, node.writes = name, list(reads), list(writes)
 
 
 class CaptureSet(NamedTuple):

@@ -110,3 +110,28 @@ def test_a_small_tensor_many_kernels_use_is_cheaper_to_copy_a_large_or_rarely_us
     chosen = cheaper_to_copy(nodes, sizes)
     assert set(chosen) == {("input", 0)}
     assert "80 kernels use it (16384 bytes)" in chosen[("input", 0)]
+
+
+def test_the_self_check_fails_a_graph_with_nan_where_eager_is_finite() -> None:
+    """timm's levit in bfloat16 passed the self-check with NaN outputs: the launched call equalled
+    its own graph's copy-in/replay/clone-out, NaN for NaN. Held against eager it fails."""
+    torch = pytest.importorskip("torch")
+    from graphlint.launcher.launcher import nonfinite_divergence
+
+    eager = [torch.ones(4, 5), torch.arange(3)]
+    graph = [torch.ones(4, 5), torch.arange(3)]
+    assert nonfinite_divergence(graph, eager) is None
+    graph[0][1, 2] = float("nan")
+    graph[0][3, 0] = float("inf")
+    message = nonfinite_divergence(graph, eager)
+    assert message is not None and "output 0 has 2 non-finite values where eager computes finite ones" in message
+
+
+def test_nan_that_eager_also_gives_is_no_divergence() -> None:
+    torch = pytest.importorskip("torch")
+    from graphlint.launcher.launcher import nonfinite_divergence
+
+    eager = [torch.tensor([float("nan"), 1.0])]
+    assert nonfinite_divergence([torch.tensor([float("nan"), 1.0])], eager) is None
+    assert nonfinite_divergence([torch.tensor([1.0, 2.0])], eager) is None, "finite where eager is not: no failure"
+    assert "2 outputs and eager 1" in nonfinite_divergence([torch.ones(1), torch.ones(1)], eager)

@@ -36,7 +36,13 @@ from graphlint.runtime_sanitizer import driver
 from graphlint.runtime_sanitizer.analysis import two_capture as analysis
 from graphlint.runtime_sanitizer.analysis.report import SanitizerReport, analyze_pair, rule_finding
 from graphlint.runtime_sanitizer.capture.introspection import kernel_params_with_arguments
-from graphlint.runtime_sanitizer.capture.two_captures import _extent, load_state, pool_segments, save_state
+from graphlint.runtime_sanitizer.capture.two_captures import (
+    _extent,
+    load_state,
+    pool_segments,
+    save_state,
+    tensors_in,
+)
 from graphlint.runtime_sanitizer.guard.installed import publish, sanitizer_internal
 from graphlint.runtime_sanitizer.guard.sites import user_site
 from graphlint.runtime_sanitizer.rules import ALIGNMENT_HAZARD, FIXED_ADDRESS_REPOINTED
@@ -167,6 +173,7 @@ class ParameterizedLauncher:
         from graphlint.runtime_sanitizer.capture.two_captures import capture_attributed, capture_set, capture_shifted
 
         self._drv, self._ok = driver.bindings(), driver.ok
+        self._fn = fn  # the self-check's eager reference
         fixed = self._fixed
         # The launcher owns its capture buffers: the caller's tensors are never written.
         owned = [t.clone() if isinstance(t, torch.Tensor) else t for t in sample_inputs]
@@ -395,7 +402,10 @@ class ParameterizedLauncher:
     def _self_check(self) -> None:
         """Two calls on fresh inputs: each must equal copy-in/replay/clone-out bit for bit (the
         same kernels run), and the second must leave the first's output untouched. Anything
-        else means pointers the analysis cannot see: fall back, loudly."""
+        else means pointers the analysis cannot see: fall back, loudly. Equal to its own graph
+        is not enough: a graph that gives NaN where eager computes numbers (timm's levit in
+        bfloat16 did) gives the same NaN both ways, so the second call is also held against an
+        eager run from the same state, and a non-finite value eager does not have fails it."""
         torch = self._torch
         fresh = [_like(t) for t in self.inputs]
         second = [_like(t) for t in self.inputs]
@@ -414,6 +424,11 @@ class ParameterizedLauncher:
         )
         if not ok:
             self.fallback_reason = "self-check failed: re-pointed results differ (pointers the analysis cannot see)"
+            return
+        load_state(self._fixed, state)
+        diverged = nonfinite_divergence(second_out, tensors_in(self._fn(*second)))
+        if diverged:
+            self.fallback_reason = f"self-check failed: {diverged}"
 
     # -- calls ---------------------------------------------------------------------------
     def _why_not(self, inputs: Sequence[Any]) -> tuple[str, Rule | None] | None:
@@ -554,6 +569,27 @@ def _pack(node: _PatchedNode, addresses: dict[tuple[str, int], int]) -> None:
     """Write each slot's address (or its low half) into the node's argument buffers."""
     for field, key, delta in node.writes:
         field.value = addresses[key] + delta
+
+
+def nonfinite_divergence(outputs: Sequence[Any], eager: Sequence[Any]) -> str | None:
+    """Where the launched outputs hold NaN or infinity and eager's (from the same inputs and
+    state) are finite: a graph that does not compute what the program computes, whatever its
+    pointers. None when there is no such element, or the outputs cannot be paired."""
+    import torch
+
+    if len(outputs) != len(eager):
+        return f"the graph gives {len(outputs)} outputs and eager {len(eager)}"
+    for index, (out, reference) in enumerate(zip(outputs, eager, strict=True)):
+        if not (out.is_floating_point() and reference.is_floating_point()) or out.shape != reference.shape:
+            continue
+        wrong = torch.isfinite(reference) & ~torch.isfinite(out)
+        count = int(wrong.sum().item())
+        if count:
+            return (
+                f"output {index} has {count} non-finite value{'s' if count != 1 else ''} where eager computes "
+                f"finite ones ({reference.numel()} elements): the graph itself diverges from eager"
+            )
+    return None
 
 
 def _like(tensor: Any) -> Any:

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar
 
 from graphlint.checkers.machinery.core import kinds as T
+from graphlint.checkers.machinery.core.branch_arms import never_together
 from graphlint.checkers.machinery.core.call_targets import CallTarget, FunctionTarget, InstanceCall, MethodTarget
 from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.module_state import Capture
 from graphlint.checkers.machinery.core.names import source_text
-from graphlint.checkers.machinery.core.syntax import evaluation_order
+from graphlint.checkers.machinery.core.syntax import evaluation_order, statements
 from graphlint.checkers.machinery.core.tensor_uses import EVIDENCE_METHODS
 
 if TYPE_CHECKING:
@@ -510,8 +512,9 @@ class ReplayFlow(FlowState):
             if owner is not None:
                 self.emit(InputReallocated(target, f"{key} = ...", owner, None))
                 return
-        if key in self.inputs and stmt.lineno > self._capture_end(self.inputs[key]) and not _is_allocation(value):
-            facts.rebinds.setdefault(self.inputs[key], []).append((stmt, key, value))
+        owner = self._rebound_input(key, value)
+        if owner is not None and self._after_capture(owner, stmt) and not _is_allocation(value):
+            facts.rebinds.setdefault(owner, []).append((stmt, key, value))
         self._assign_output(target, key, value)
 
     def _assign_output(self, target: ast.expr, key: str, value: ast.expr) -> None:
@@ -585,6 +588,36 @@ class ReplayFlow(FlowState):
     def _capture_end(self, graph: str) -> int:
         lines = [c.end_line for c in self.captures if c.graph == graph and c.function == self.w.qualname]
         return max(lines) if lines else 0
+
+    def _rebound_input(self, key: str, value: ast.expr) -> str | None:
+        """The graph whose static input ``key`` is, when binding ``value`` to it discards what the
+        graph reads: a tensor input, or one of unknown kind (a TensorDict, a dataclass of tensors)
+        given this call's own data, a parameter (`self._inputs = batch`)."""
+        if key in self.inputs:
+            return self.inputs[key]
+        if key in self.unknown_inputs and isinstance(value, ast.Name) and value.id in self._parameters:
+            return self.unknown_inputs[key]
+        return None
+
+    @cached_property
+    def _parameters(self) -> frozenset[str]:
+        arguments = getattr(self.w.node, "args", None)
+        if not isinstance(arguments, ast.arguments):
+            return frozenset()
+        return frozenset(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
+
+    def _after_capture(self, graph: str, stmt: ast.stmt) -> bool:
+        """Does ``stmt`` run after this function's capture of ``graph``: written after it, or on
+        no path with the capture (`if self.graph is None: capture / else: replay`, or a replay
+        arm that returns above the capture code), which runs it on a later call, wherever it
+        is written?"""
+        if stmt.lineno > self._capture_end(graph):
+            return True
+        return any(never_together(self.w.body, capture, stmt) for capture in self._capture_statements(graph))
+
+    def _capture_statements(self, graph: str) -> list[ast.stmt]:
+        lines = {c.line for c in self.captures if c.graph == graph and c.function == self.w.qualname}
+        return [s for s in statements(self.w.body) if isinstance(s, (ast.With, ast.AsyncWith)) and s.lineno in lines]
 
     # -- stale replays -----------------------------------------------------------------------
     def _check_inputs_updated(self, loop: ast.For | ast.AsyncFor | ast.While, graphs: set[str]) -> None:

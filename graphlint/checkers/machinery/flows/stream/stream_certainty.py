@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
+from graphlint.checkers.machinery.core.branch_arms import TRIES, arms_around, exclusive, path_to
 from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.core.syntax import statements
 from graphlint.checkers.machinery.flows.stream.stream_identity import names_current_stream
@@ -39,7 +40,6 @@ ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "record", "record_eve
 # Those, and the calls that hold memory for a stream or block the host: a finding near any of
 # them is the flow's reading of an ordering, which is where its false findings come from.
 _ORDERING = ORDERING_METHODS | {"record_stream", "barrier", "query"}
-_TRIES = tuple(node for node in (ast.Try, getattr(ast, "TryStar", None)) if node is not None)  # `except*` (3.11)
 _BUILTINS = V.ROW_ITERATORS | {"len", "range", "isinstance"}  # calls that pass a stream list on to no helper
 
 
@@ -127,7 +127,7 @@ def own_expressions(stmt: ast.stmt) -> list[ast.AST]:
         return [stmt.iter]
     if isinstance(stmt, (ast.With, ast.AsyncWith)):
         return [item.context_expr for item in stmt.items]
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try, ast.Match, *_TRIES)):
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try, ast.Match, *TRIES)):
         return []
     return [stmt]
 
@@ -136,53 +136,9 @@ def on_every_path_after(body: list[ast.stmt], first: ast.stmt, second: ast.stmt)
     """Does every branch that holds ``first`` hold ``second`` too (the same arm of each `if`,
     `match` case and `try` clause)? Then no flag can make the two exclusive: whenever the
     first ran, the second runs after it (a loop or `with` around the first alone is fine)."""
-    outer = _arms(body, first)
-    inner = _arms(body, second)
+    outer = arms_around(body, first)
+    inner = arms_around(body, second)
     return outer is not None and inner is not None and set(outer) <= set(inner)
-
-
-Arm = tuple[ast.stmt, str]  # a branch of a statement: the `if` and "body", the `try` and "handler0"
-
-
-def _arms(body: list[ast.stmt], target: ast.stmt) -> tuple[Arm, ...] | None:
-    """The branch arms (statement, field) around ``target`` in ``body`` that only some paths
-    run, or None if absent."""
-    path = _path(body, target)
-    return None if path is None else tuple(arm for arm in path if arm[1])
-
-
-def _path(body: list[ast.stmt], target: ast.stmt, held: tuple[Arm, ...] = ()) -> tuple[Arm, ...] | None:
-    """Every arm (statement, field; "" where all paths run it) around ``target``, outermost first."""
-    for stmt in body:
-        if stmt is target:
-            return held
-        for field, arm in _branch_arms(stmt):
-            found = _path(arm, target, (*held, (stmt, field)))
-            if found is not None:
-                return found
-    return None
-
-
-def _branch_arms(stmt: ast.stmt) -> Iterator[tuple[str, list[ast.stmt]]]:
-    """Each statement list inside ``stmt``, named by its arm when only some paths run it
-    (`body`/`orelse` of an `if`, a case, a handler), unnamed ("") when every path does."""
-    if isinstance(stmt, ast.If):
-        yield "body", stmt.body
-        yield "orelse", stmt.orelse
-    elif isinstance(stmt, ast.Match):
-        for index, case in enumerate(stmt.cases):
-            yield f"case{index}", case.body
-    elif isinstance(stmt, _TRIES):
-        yield "", stmt.body  # type: ignore[attr-defined]
-        for index, handler in enumerate(stmt.handlers):  # type: ignore[attr-defined]
-            yield f"handler{index}", handler.body
-        yield "orelse", stmt.orelse  # type: ignore[attr-defined]
-        yield "", stmt.finalbody  # type: ignore[attr-defined]
-    elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-        yield "", stmt.body
-        yield "orelse", stmt.orelse
-    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-        yield "", stmt.body
 
 
 class FunctionOrderings:
@@ -263,16 +219,6 @@ def waits_in_class(walker: Binder, stream: str) -> bool:
     return False
 
 
-def exclusive(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> bool:
-    """Are the two in different arms of one `if`, `match` or `try` (its handlers, its `else`)?
-    Then no path runs both, and an ordering in one cannot order the other."""
-    one, other = _arms(body, first), _arms(body, second)
-    if one is None or other is None:
-        return False
-    fields = dict(one)
-    return any(stmt in fields and fields[stmt] != field for stmt, field in other)
-
-
 def orderings_before(
     walker: Binder, use: ast.stmt, producer: ast.stmt | None, rebound: set[str] | None = None
 ) -> list[ast.Call]:
@@ -280,7 +226,7 @@ def orderings_before(
     before the use or in a loop around it, and on a path with each (`_apart`). Anything else
     runs after the use or on another path, however the flow reads it."""
     body = walker.body
-    around = _path(body, use) or ()
+    around = path_to(body, use) or ()
     looped = {id(s) for loop, _ in around if isinstance(loop, _LOOPS) for s in statements(loop.body)}
     found: list[ast.Call] = []
     for stmt in statements(body):
@@ -333,7 +279,7 @@ def never_both(body: list[ast.stmt], first: ast.stmt, second: ast.stmt, rebound:
 
 def _arm_sides(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> tuple[list, list] | None:
     """The arms around each of the two that are not around both."""
-    one, other = _arms(body, first), _arms(body, second)
+    one, other = arms_around(body, first), arms_around(body, second)
     if one is None or other is None:
         return None
     shared = set(one) & set(other)

@@ -504,6 +504,9 @@ class ReplayFlow(FlowState):
         if key is None:
             return
         facts = self.facts
+        # The graph itself made anew (`self.graph = CUDAGraph()` where it was None): the inputs
+        # rebound before are the new capture's set-up, not buffers an old graph still reads.
+        facts.rebinds.pop(key, None)
         value_key = key_of(value)  # a graph stored under another name: `self.graphs[bs] = graph`
         if value_key is not None and value_key in facts.graph_alias:
             facts.graph_alias[key] = facts.graph_alias[value_key]

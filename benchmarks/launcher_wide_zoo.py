@@ -1,0 +1,345 @@
+"""The launcher zoo at the scale of PyTorch's parameterized-launch prototype (issue #34; needs CUDA).
+
+launcher_zoo.py runs 32 hand-picked architectures. This widens it to what the GPU machine's
+libraries hold, enumerated there so that every name exists: torchvision's classification
+models, a fixed list of timm families (kept if `timm.is_model` knows them) and transformers
+encoder and decoder types built by `AutoConfig.for_model` at a small size, all from configs with
+random weights. Each is run as launcher_zoo.py runs one (`run_one`: fresh inputs the build never
+saw, against eager, within tolerance, bit-identical counted apart), in float32 and bfloat16, and
+scored as the prototype is: the denominator is the models a plain `torch.cuda.graph` capture
+takes. A passing row also gets, side by side in one process:
+
+- per-call GPU and CPU time of the launcher and of copy-in / replay / clone-out (medians of
+  interleaved calls, `launcher_speed.measure`);
+- the pool bytes of the launcher's graph and of the copy path's (inputs and outputs included).
+
+A model over `--max-params` (default 100M) is listed as skipped with its size, never as a
+failure. `--offset` and `--limit` split the zoo over several runs (a device call is limited to
+ten minutes); each writes its own JSON.
+
+    python benchmarks/launcher_wide_zoo.py --list                   # what would run here
+    python benchmarks/launcher_wide_zoo.py --json out.json [--offset 0 --limit 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import launcher_zoo as zoo
+
+TIMM_NAMES = [
+    "resnet10t",
+    "resnet14t",
+    "resnet18d",
+    "resnet34",
+    "resnet50d",
+    "seresnet18",
+    "resnext26ts",
+    "regnety_002",
+    "regnety_004",
+    "regnetz_b16",
+    "efficientnet_b0",
+    "efficientnet_es",
+    "tf_efficientnet_lite0",
+    "mobilenetv2_050",
+    "mobilenetv2_100",
+    "mobilenetv3_small_050",
+    "mobilenetv3_large_100",
+    "mobilenetv4_conv_small",
+    "lcnet_050",
+    "lcnet_100",
+    "mnasnet_050",
+    "fbnetc_100",
+    "spnasnet_100",
+    "ghostnetv2_100",
+    "hardcorenas_a",
+    "tinynet_a",
+    "tinynet_e",
+    "rexnet_100",
+    "dla34",
+    "dpn48b",
+    "cspresnet50",
+    "cspdarknet53",
+    "darknet17",
+    "vovnet39a",
+    "densenet121",
+    "hrnet_w18_small",
+    "dm_nfnet_f0",
+    "nf_resnet26",
+    "repvgg_a0",
+    "repghostnet_050",
+    "mobileone_s0",
+    "fastvit_t8",
+    "efficientformer_l1",
+    "efficientvit_b0",
+    "edgenext_xx_small",
+    "coatnet_nano_rw_224",
+    "maxvit_nano_rw_256",
+    "convnextv2_atto",
+    "vit_tiny_patch16_224",
+    "vit_small_patch16_224",
+    "deit_small_patch16_224",
+    "cait_xxs24_224",
+    "xcit_nano_12_p16_224",
+    "pit_ti_224",
+    "tnt_s_patch16_224",
+    "twins_svt_small",
+    "swin_tiny_patch4_window7_224",
+    "crossvit_tiny_240",
+    "beit_base_patch16_224",
+    "convmixer_768_32",
+    "resmlp_12_224",
+    "gmlp_ti16_224",
+    "poolformerv2_s12",
+    "sequencer2d_s",
+    "visformer_tiny",
+    "levit_128",
+    "mobilevit_xxs",
+    "inception_v3",
+    "xception41",
+    "selecsls42b",
+    "res2net50_14w_8s",
+    "skresnet18",
+]
+TRANSFORMER_TYPES = [
+    "bert",
+    "roberta",
+    "distilbert",
+    "albert",
+    "electra",
+    "deberta",
+    "deberta-v2",
+    "mpnet",
+    "xlm-roberta",
+    "camembert",
+    "ernie",
+    "nystromformer",
+    "gpt_bigcode",
+    "squeezebert",
+    "convbert",
+    "mobilebert",
+    "layoutlm",
+    "megatron-bert",
+    "roformer",
+    "data2vec-text",
+    "gpt2",
+    "gpt_neo",
+    "gptj",
+    "gpt_neox",
+    "opt",
+    "bloom",
+    "llama",
+    "mistral",
+    "qwen2",
+    "phi",
+    "phi3",
+    "gemma",
+    "gemma2",
+    "falcon",
+    "stablelm",
+    "starcoder2",
+    "olmo",
+    "codegen",
+    "biogpt",
+    "xglm",
+]
+_SMALL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256, vocab_size=1000)
+_SMALL_ALIASES = {  # fields a type names otherwise, or needs to agree with the small size
+    "squeezebert": {"embedding_size": 128},
+    "gptj": {"rotary_dim": 16},
+    "codegen": {"rotary_dim": 16},
+}
+
+
+def _set(config, key: str, value) -> None:
+    """Set a config field where the config has it and lets it be set (some are properties)."""
+    if hasattr(config, key):
+        with contextlib.suppress(AttributeError, NotImplementedError):
+            setattr(config, key, value)
+
+
+def wide_zoo() -> list[tuple]:
+    """(name, build, make_inputs) for every model this machine's libraries hold, in a fixed order."""
+    found = []
+    for source in (zoo.torchvision_models, zoo.timm_models, zoo.transformers_models, _torchvision, _timm, _hf):
+        try:
+            found.extend(source())
+        except Exception as error:  # a library missing on this machine
+            print(f"skipping {source.__name__}: {error}")
+    unique: dict[str, tuple] = {}
+    for entry in found:
+        unique.setdefault(entry[0], entry)
+    return list(unique.values())
+
+
+def _images(batch: int) -> tuple:
+    return (torch.randn(batch, 3, 224, 224),)
+
+
+def _torchvision() -> list[tuple]:
+    import torchvision.models as tvm
+
+    names = [n for n in tvm.list_models(module=tvm) if not n.startswith(("vit_h", "regnet_y_128", "regnet_y_32"))]
+    return [(f"torchvision.{n}", (lambda n=n: tvm.get_model(n, weights=None)), _images) for n in sorted(names)]
+
+
+def _timm() -> list[tuple]:
+    import timm
+
+    def inputs_for(name):
+        size = timm.get_pretrained_cfg_value(name, "input_size") or (3, 224, 224)
+        return lambda batch: (torch.randn(batch, *size),)
+
+    return [
+        (f"timm.{n}", (lambda n=n: timm.create_model(n, pretrained=False)), inputs_for(n))
+        for n in TIMM_NAMES
+        if timm.is_model(n)
+    ]
+
+
+def _hf() -> list[tuple]:
+    import transformers as tf
+
+    entries = []
+    for model_type in TRANSFORMER_TYPES:
+
+        def build(t=model_type):
+            config = tf.AutoConfig.for_model(t)
+            for key, value in {**_SMALL, **_SMALL_ALIASES.get(t, {})}.items():
+                _set(config, key, value)
+            for key in ("num_key_value_heads", "n_head_kv"):
+                _set(config, key, _SMALL["num_attention_heads"])
+            _set(config, "head_dim", _SMALL["hidden_size"] // _SMALL["num_attention_heads"])
+            if getattr(config, "pad_token_id", None) is not None:
+                config.pad_token_id = 0  # inside the small vocabulary
+            try:
+                model = tf.AutoModel.from_config(config, attn_implementation="sdpa")
+            except ValueError:  # no SDPA attention for this architecture: its own
+                model = tf.AutoModel.from_config(config, attn_implementation="eager")
+            return zoo._LastHidden(model)
+
+        entries.append((f"transformers.{model_type}", build, lambda b: (torch.randint(0, 1000, (b, 64)),)))
+    return entries
+
+
+def costs(build, make_inputs, dtype, batch: int = 2) -> dict:
+    """Per-call GPU/CPU time and pool bytes: the launcher against copy-in / replay / clone-out."""
+    import launcher_speed
+
+    from graphlint.launcher.launcher import ParameterizedLauncher
+
+    model = build().cuda().eval().to(dtype)
+    cast = lambda t: t.cuda().to(dtype) if t.is_floating_point() else t.cuda()  # noqa: E731
+    pool = [tuple(cast(t) for t in make_inputs(batch)) for _ in range(4)]
+    with torch.inference_mode():
+        static = tuple(t.clone() for t in pool[0])
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            model(*static)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = model(*static)
+        static_out = static_out if isinstance(static_out, torch.Tensor) else static_out[0]
+
+        def replay(inputs):
+            for mine, theirs in zip(static, inputs, strict=True):
+                mine.copy_(theirs)
+            graph.replay()
+            return static_out.clone()
+
+        launcher = ParameterizedLauncher(model, pool[0])
+        launcher_speed.ITERS = 30
+        timed = launcher_speed.measure({"copy": replay, "launcher": lambda x: launcher(*x)}, pool)
+    return {
+        "copy_gpu_us": timed["copy"]["gpu_us"],
+        "copy_cpu_us": timed["copy"]["cpu_us"],
+        "launcher_gpu_us": timed["launcher"]["gpu_us"],
+        "launcher_cpu_us": timed["launcher"]["cpu_us"],
+        "copy_pool_mib": launcher_speed.graph_pool_mib(graph),
+        "launcher_pool_mib": round(launcher._capture.pool_bytes / 2**20, 2),
+    }
+
+
+def run_row(name, build, make_inputs, dtype, max_params: int) -> dict:
+    size = sum(p.numel() for p in build().parameters())
+    if size > max_params:
+        return {"pass": None, "skipped": f"{size / 1e6:.0f}M parameters, over the zoo's cap"}
+    try:
+        result = zoo.run_one(name, build, make_inputs, dtype)
+    except Exception as error:
+        result = {"pass": False, "cause": f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"}
+        result["where"] = traceback.format_exc().splitlines()[-3][:160]
+    if not result["pass"]:
+        result.update(zoo._capturable(build, make_inputs, dtype))
+        return result
+    try:
+        result.update(costs(build, make_inputs, dtype))
+    except Exception as error:  # timing is extra: a pass stays a pass, the row says why it has none
+        result["costs"] = f"not measured: {type(error).__name__}: {str(error)[:120]}"
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json")
+    parser.add_argument("--list", action="store_true", help="print the zoo and stop")
+    parser.add_argument("--offset", type=int, default=0)
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--max-params", type=int, default=100_000_000)
+    args = parser.parse_args()
+    entries = wide_zoo()
+    if args.list:
+        print("\n".join(name for name, _, _ in entries) + f"\n{len(entries)} models")
+        return 0
+    entries = entries[args.offset : args.offset + args.limit if args.limit else None]
+    results = {}
+    for name, build, make_inputs in entries:
+        for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:
+            key, start = f"{name}[{str(dtype).split('.')[-1]}]", time.perf_counter()
+            results[key] = run_row(name, build, make_inputs, dtype, args.max_params)
+            results[key]["seconds"] = round(time.perf_counter() - start, 1)
+            row = results[key]
+            verdict = "SKIP" if row["pass"] is None else "PASS" if row["pass"] else "FAIL"
+            print(
+                f"{key:<50} {verdict} {row.get('cause') or row.get('skipped') or row.get('bit_identical', '')}",
+                flush=True,
+            )
+            torch.cuda.empty_cache()
+            if args.json:
+                _write(args.json, results)
+    return 0
+
+
+def _write(path: str, results: dict) -> None:
+    scored = {k: r for k, r in results.items() if r["pass"] is not None}
+    with open(path, "w") as handle:
+        json.dump(
+            {
+                "device": torch.cuda.get_device_name(0),
+                "torch": torch.__version__,
+                "cuda": torch.version.cuda,
+                "per_dtype": {
+                    d: dict(zip(("passed", "capturable", "total"), c, strict=True))
+                    for d, c in zoo._counts(scored).items()
+                },
+                "results": results,
+            },
+            handle,
+            indent=1,
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -278,6 +278,10 @@ _TORCH_PY_FUNCTIONS = frozenset(
         "torch.can_cast",
     }
 )
+# torch's state queries and setters (`is_autocast_enabled`, `are_deterministic_algorithms_enabled`,
+# `get_default_device`, `set_printoptions`) return Python values; the tensor predicates are
+# spelled without the underscore (`isnan`, `isin`, `isclose`).
+_QUERY_PREFIXES = ("is_", "are_", "get_", "set_")
 _TORCH_NON_TENSOR_PREFIXES = (
     "torch.cuda.",
     "torch.backends.",
@@ -407,6 +411,8 @@ def is_torch_tensor_function(name: str) -> bool:
     if name.startswith(_TORCH_NON_TENSOR_PREFIXES):
         return False
     tail = name[len("torch.") :]
+    if tail.startswith(_QUERY_PREFIXES):
+        return False  # torch.is_autocast_enabled(), torch.are_deterministic_algorithms_enabled()
     # torch.float32, torch.Tensor (the class), torch.Generator are not tensor-valued calls.
     return "." not in tail and not tail[:1].isupper()
 

@@ -126,3 +126,19 @@ def test_a_signature_that_cannot_be_read_never_breaks_the_launch_and_is_unreadab
     with launches:
         assert _OddAutotuner().run(0x1000, 0x2000, 64, stream=0) == "done"
     assert noted == [("triton kernel", None, None, [], [])], "the recorder counts it unreadable: the graph is refused"
+
+
+def test_only_modules_the_program_loaded_are_wrapped(monkeypatch) -> None:
+    """Importing Inductor or Triton at a capture's start could touch the device mid-capture."""
+    import sys
+
+    from graphlint.runtime_sanitizer.capture.triton_launches import launch_targets
+
+    monkeypatch.delitem(sys.modules, "triton.runtime.jit", raising=False)
+    monkeypatch.setitem(
+        sys.modules, "torch._inductor.runtime.triton_heuristics", SimpleNamespace(CachingAutotuner=_Autotuner)
+    )
+    assert launch_targets() == [(_Autotuner, True)]
+    monkeypatch.delitem(sys.modules, "torch._inductor.runtime.triton_heuristics")
+    assert launch_targets() == []
+    assert "torch._inductor.runtime.triton_heuristics" not in sys.modules, "looking imported nothing"

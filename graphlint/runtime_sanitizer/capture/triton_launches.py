@@ -14,6 +14,7 @@ change nothing it does; they are removed when the recording stops.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -26,21 +27,22 @@ Ranges = Callable[[Any], list]  # the (address, bytes) ranges of the tensors in 
 
 
 def launch_targets() -> list[tuple[Any, bool]]:
-    """The launch entry points of the installed libraries: (class, whether it is Inductor's)."""
+    """The launch entry points already loaded: (class, whether it is Inductor's). Only modules
+    the program has imported are looked at: a kernel cannot launch through a module nobody
+    loaded, and importing Inductor or Triton here, at a capture's start, would be slow and could
+    touch the device while the stream captures."""
     targets = []
-    try:
-        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
-        targets.append((CachingAutotuner, True))
-    except Exception:  # no Inductor runtime (or no Triton under it): nothing of it launches
-        pass
-    try:
-        from triton.runtime.jit import JITFunction  # type: ignore[import-not-found]
-
-        targets.append((JITFunction, False))
-    except Exception:
-        pass
+    for module_name, class_name, inductor in _ENTRY_POINTS:
+        cls = getattr(sys.modules.get(module_name), class_name, None)
+        if isinstance(cls, type):
+            targets.append((cls, inductor))
     return targets
+
+
+_ENTRY_POINTS = (
+    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner", True),
+    ("triton.runtime.jit", "JITFunction", False),
+)
 
 
 class TritonLaunches:

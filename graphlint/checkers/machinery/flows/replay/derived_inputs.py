@@ -352,9 +352,11 @@ def _init_derived(cls: ast.ClassDef, method: ast.FunctionDef | ast.AsyncFunction
     found: set[str] = set()
     for stmt in statements(method.body):
         for node in _own_expressions(stmt):
+            covered: set[int] = set()  # inside a computation already asked: its operands were read
             for expr in walk_no_defs(node):
-                if isinstance(expr, ast.expr):
+                if isinstance(expr, ast.expr) and id(expr) not in covered and _computes(expr):
                     found.update(computed_from(expr, lambda n: _alias_of(n, aliases)))
+                    covered.update(id(inner) for inner in ast.walk(expr))
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             source = _alias_of(_view_root(stmt.value), aliases)
             key = _held_key(stmt.targets[0])

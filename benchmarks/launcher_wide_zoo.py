@@ -242,14 +242,7 @@ def costs(build, make_inputs, dtype, batch: int = 2) -> dict:
     pool = [tuple(cast(t) for t in make_inputs(batch)) for _ in range(4)]
     with torch.inference_mode():
         static = tuple(t.clone() for t in pool[0])
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            model(*static)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out = model(*static)
+        graph, static_out = zoo.capture_plainly(model, static)
         static_out = static_out if isinstance(static_out, torch.Tensor) else static_out[0]
 
         def replay(inputs):

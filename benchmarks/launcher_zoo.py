@@ -163,6 +163,19 @@ def run_one(name, build, make_inputs, dtype, batch=2):
     }
 
 
+def capture_plainly(model, sample: tuple):
+    """PyTorch's recipe: one warm-up on a side stream, then `torch.cuda.graph`. (graph, output)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        model(*sample)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = model(*sample)
+    return graph, out
+
+
 def plain_capture(build, make_inputs, dtype, batch=2) -> dict | None:
     """A plain `torch.cuda.graph` capture of the model, as a user would write it: None when it
     captures, else the error and the innermost frames of the library code that raised it."""
@@ -172,14 +185,7 @@ def plain_capture(build, make_inputs, dtype, batch=2) -> dict | None:
     sample = tuple(t.cuda().to(dtype) if t.is_floating_point() else t.cuda() for t in make_inputs(batch))
     try:
         with torch.inference_mode():
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                model(*sample)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                model(*sample)
+            capture_plainly(model, sample)
     except Exception as error:
         frames = [f for f in traceback.extract_tb(error.__traceback__) if "site-packages" in f.filename]
         return {

@@ -143,8 +143,10 @@ class FileSummarizer:
 
     def _prescan_classes(self) -> None:
         st = self.state
+        definitions: dict[str, list[ast.ClassDef]] = {}  # every definition: both arms of an `if` count
         for node, qualname in _classes(st.tree.body, st.module):
             st.class_nodes[qualname] = node
+            definitions.setdefault(qualname, []).append(node)
             methods = {}
             for item in node.body:
                 if isinstance(item, FUNCTION_NODES):
@@ -193,9 +195,6 @@ class FileSummarizer:
                 if ty.kind == T.INSTANCE and ty.ref:
                     summary.attr_classes[attr] = ty.ref
             summary.host_attrs = host_attributes(node, attrs, init_first, _resolver(st))
-        definitions: dict[str, list[ast.ClassDef]] = {}
-        for node, qualname in _classes(st.tree.body, st.module):
-            definitions.setdefault(qualname, []).append(node)  # both branches of an `if` count
         for qualname, nodes in definitions.items():
             st.summary.classes[qualname].derived_args = derived_args(nodes)
 

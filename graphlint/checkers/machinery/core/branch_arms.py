@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-TRIES = tuple(node for node in (ast.Try, getattr(ast, "TryStar", None)) if node is not None)  # `except*` (3.11)
+from graphlint.checkers.machinery.core.syntax import TRY_NODES
+
 Arm = tuple[ast.stmt, str]  # a branch of a statement: the `if` and "body", the `try` and "handler0"
 
 
@@ -74,7 +75,7 @@ def _branch_arms(stmt: ast.stmt) -> Iterator[tuple[str, list[ast.stmt]]]:
     elif isinstance(stmt, ast.Match):
         for index, case in enumerate(stmt.cases):
             yield f"case{index}", case.body
-    elif isinstance(stmt, TRIES):
+    elif isinstance(stmt, TRY_NODES):
         yield "", stmt.body  # type: ignore[attr-defined]
         for index, handler in enumerate(stmt.handlers):  # type: ignore[attr-defined]
             yield f"handler{index}", handler.body

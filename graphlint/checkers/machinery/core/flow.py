@@ -26,15 +26,12 @@ is walked (if at all) by a walk of its own, which starts with no frames.
 from __future__ import annotations
 
 import ast
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-if sys.version_info >= (3, 11):
-    TRY_NODES: tuple[type[ast.Try] | type[ast.TryStar], ...] = (ast.Try, ast.TryStar)
-else:  # no `try`/`except*` before Python 3.11
-    TRY_NODES = (ast.Try,)
+from graphlint.checkers.machinery.core.syntax import TRY_NODES
+
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _WITHS = (ast.With, ast.AsyncWith)

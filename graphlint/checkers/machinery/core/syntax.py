@@ -4,12 +4,17 @@ entering definitions, the names a target binds, whether a block ends by leaving.
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from typing import Protocol, TypeGuard, cast
 
 from graphlint.checkers.machinery.core.names import source_text
 
 FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
+if sys.version_info >= (3, 11):
+    TRY_NODES: tuple[type[ast.Try] | type[ast.TryStar], ...] = (ast.Try, ast.TryStar)
+else:  # no `try`/`except*` before Python 3.11
+    TRY_NODES = (ast.Try,)
 
 
 class Located(Protocol):
@@ -75,6 +80,19 @@ def evaluation_order(expr: ast.AST) -> list[ast.AST]:
                 children.append(value)
         stack.extend((child, False) for child in reversed(children))
     return order
+
+
+def own_expressions(stmt: ast.stmt) -> list[ast.AST]:
+    """A statement's own expressions: a compound statement's header, a simple one whole."""
+    if isinstance(stmt, (ast.If, ast.While)):
+        return [stmt.test]
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [stmt.iter]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [item.context_expr for item in stmt.items]
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try, ast.Match, *TRY_NODES)):
+        return []
+    return [stmt]
 
 
 def statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:

@@ -30,7 +30,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from graphlint.checkers.machinery.core.names import dotted_parts
-from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, bound_names, statements, walk_no_defs
+from graphlint.checkers.machinery.core.syntax import (
+    FUNCTION_NODES,
+    bound_names,
+    own_expressions,
+    statements,
+    walk_no_defs,
+)
 
 # Reading these of a tensor reads its metadata, never its contents: no computation from it.
 _METADATA_ATTRS = frozenset({"shape", "device", "dtype", "ndim", "is_cuda", "layout", "requires_grad"})
@@ -113,7 +119,7 @@ def stale_derivations(
 
 def _visit(walk: _Walk, stmt: ast.stmt, resolve: Callable[[ast.AST], str | None]) -> None:
     inside = walk.capture.lineno < stmt.lineno <= (walk.capture.end_lineno or walk.capture.lineno)
-    for node in _own_expressions(stmt):
+    for node in own_expressions(stmt):
         for load in _loads(node):
             if inside:
                 walk.read_in_capture.add(walk.binding(load.id))
@@ -243,19 +249,6 @@ def _operands(node: ast.expr) -> Iterator[ast.expr]:
         yield from (keyword.value for keyword in node.keywords if keyword.arg != "out")
 
 
-def _own_expressions(stmt: ast.stmt) -> Iterator[ast.AST]:
-    """The expressions a statement evaluates itself (a with's items, an if's test), not its blocks."""
-    if isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
-        return
-    for name in stmt._fields:
-        if name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            continue
-        value = getattr(stmt, name)
-        for part in value if isinstance(value, list) else [value]:
-            if isinstance(part, ast.AST):
-                yield part
-
-
 def _loads(node: ast.AST) -> Iterator[ast.Name]:
     return (n for n in walk_no_defs(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
@@ -351,7 +344,7 @@ def _init_derived(cls: ast.ClassDef, method: ast.FunctionDef | ast.AsyncFunction
     aliases = {(param if method.name == "__init__" else f"self.{param}"): param for param in params}
     found: set[str] = set()
     for stmt in statements(method.body):
-        for node in _own_expressions(stmt):
+        for node in own_expressions(stmt):
             covered: set[int] = set()  # inside a computation already asked: its operands were read
             for expr in walk_no_defs(node):
                 if isinstance(expr, ast.expr) and id(expr) not in covered and _computes(expr):

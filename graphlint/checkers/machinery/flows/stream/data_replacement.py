@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.core.names import source_text
-from graphlint.checkers.machinery.core.syntax import statements
-from graphlint.checkers.machinery.flows.stream.stream_certainty import is_fork, own_expressions
+from graphlint.checkers.machinery.core.syntax import own_expressions, statements
+from graphlint.checkers.machinery.flows.stream.stream_certainty import is_fork
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import Binder

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
-from graphlint.checkers.machinery.core.syntax import statements
-from graphlint.checkers.machinery.flows.stream.stream_certainty import own_expressions
+from graphlint.checkers.machinery.core.syntax import own_expressions, statements
 from graphlint.checkers.machinery.flows.stream.tensor_state import Binding, Storage, TensorState, escape, new_storage
 
 if TYPE_CHECKING:

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
-from graphlint.checkers.machinery.core.branch_arms import TRIES, arms_around, exclusive, path_to
+from graphlint.checkers.machinery.core.branch_arms import arms_around, exclusive, path_to
 from graphlint.checkers.machinery.core.names import source_text
-from graphlint.checkers.machinery.core.syntax import statements
+from graphlint.checkers.machinery.core.syntax import own_expressions, statements
 from graphlint.checkers.machinery.flows.stream.stream_identity import names_current_stream
 
 if TYPE_CHECKING:
@@ -117,19 +117,6 @@ def between(body: list[ast.stmt], first: int, last: int) -> list[ast.AST]:
     (nested ones too, definitions not entered) that start on lines ``first``..``last``,
     compound ones by their header only."""
     return [part for stmt in statements(body) if first <= stmt.lineno <= last for part in own_expressions(stmt)]
-
-
-def own_expressions(stmt: ast.stmt) -> list[ast.AST]:
-    """A statement's own expressions: a compound statement's header, a simple one whole."""
-    if isinstance(stmt, (ast.If, ast.While)):
-        return [stmt.test]
-    if isinstance(stmt, (ast.For, ast.AsyncFor)):
-        return [stmt.iter]
-    if isinstance(stmt, (ast.With, ast.AsyncWith)):
-        return [item.context_expr for item in stmt.items]
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try, ast.Match, *TRIES)):
-        return []
-    return [stmt]
 
 
 def on_every_path_after(body: list[ast.stmt], first: ast.stmt, second: ast.stmt) -> bool:

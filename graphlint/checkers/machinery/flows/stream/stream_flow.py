@@ -26,7 +26,7 @@ from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core import tensor_values as V
 from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.names import source_text
-from graphlint.checkers.machinery.core.syntax import evaluation_order
+from graphlint.checkers.machinery.core.syntax import TRY_NODES, evaluation_order
 from graphlint.checkers.machinery.flows.stream import stream_effects as E
 from graphlint.checkers.machinery.flows.stream.attribute_escapes import SideAttributeReturned, returned_side_attributes
 from graphlint.checkers.machinery.flows.stream.data_replacement import data_replaced
@@ -437,7 +437,7 @@ class StreamFlow(FlowState):
         }
 
     def fork(self, stmt: ast.stmt) -> Alternatives:
-        if isinstance(stmt, _TRIES):
+        if isinstance(stmt, TRY_NODES):
             self.dead = False  # a handler runs after a raise anywhere in the body, even before its return
         return Alternatives(self._snapshot(), self.names.snapshot(), self.releases.deferred_before(), [self.position])
 
@@ -1434,9 +1434,6 @@ def _is_stream_use(node: ast.AST) -> bool:
     if isinstance(node, ast.Name):
         return node.id == "default_stream"
     return isinstance(node, ast.keyword) and node.arg == "non_blocking"
-
-
-_TRIES = tuple(node for node in (ast.Try, getattr(ast, "TryStar", None)) if node is not None)
 
 
 def _union_lists(lists: Iterable[list]) -> list:

@@ -93,3 +93,25 @@ def test_make_graphed_callables_forwards_every_keyword_of_the_installed_torch(
         installed.uninstall()
     assert spy.calls == [((module, sample), keywords)]
     assert {"num_warmup_iters", "allow_unused_input", "pool"} <= set(keywords)
+
+
+def test_a_torch_accelerator_graph_capture_is_refused_not_passed_as_clean(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch 2.13's `torch.accelerator.Graph` records past the patched CUDA entry points: each of its
+    captures is counted and refused (GL500 at the user's line), and its capture_end still runs
+    with every argument."""
+    graph_cls = getattr(getattr(torch, "accelerator", None), "Graph", None)
+    if graph_cls is None:
+        pytest.skip("this torch has no torch.accelerator.Graph")
+    spy = _Spy(result="ended")
+    monkeypatch.setattr(graph_cls, "capture_end", spy)
+    guard = ReplayGuard().install()
+    try:
+        graph = object()
+        assert graph_cls.capture_end(graph, future_option=True) == "ended"  # line of the refusal
+    finally:
+        guard.uninstall()
+    assert graph_cls.capture_end is spy  # put back
+    assert spy.calls == [((graph,), {"future_option": True})]
+    assert guard.graphs.seen == 1 and len(guard.graphs.refused) == 1
+    (finding,) = [f for f in guard.findings if f.code == "GL500"]
+    assert "torch.accelerator.Graph" in finding.message and finding.path.endswith("test_guard_forward_compat.py")

@@ -53,6 +53,8 @@ from graphlint.runtime_sanitizer.analysis.kept_outputs import KeptWatch, kept_ou
 from graphlint.runtime_sanitizer.analysis.pool_order import violation_message
 from graphlint.runtime_sanitizer.analysis.report import ordering_findings, refused_finding, rule_finding
 from graphlint.runtime_sanitizer.capture.plain_capture import CaptureOrdering, Refused
+from graphlint.runtime_sanitizer.guard.accelerator_graphs import REASON as ACCELERATOR_REASON
+from graphlint.runtime_sanitizer.guard.accelerator_graphs import AcceleratorGraphWatch
 from graphlint.runtime_sanitizer.guard.coverage_watch import CoverageWatch
 from graphlint.runtime_sanitizer.guard.dispatch_modes import CaptureRecorder, HandleWatch
 from graphlint.runtime_sanitizer.guard.graph_state import (
@@ -103,6 +105,7 @@ class ReplayGuard:
         self._grad_alias = GradAliasTracker()
         self._backward_sites: list[tuple[str, int]] = []  # the user lines of the backward() calls running
         self._pools = PoolWatch()  # GL510: graphs sharing a memory pool
+        self._accelerator = AcceleratorGraphWatch(self._accelerator_capture)  # refused: not seen into
         self._managed = 0  # >0 while torch.cuda.graph enters or exits (its capture_begin/end are its own)
         # GL511: changes a buggy program's results on purpose
         self.poison = PoisonWatch(report=self._report_stale_memory) if poison else None
@@ -151,6 +154,7 @@ class ReplayGuard:
         torch.cuda.CUDAGraph.replay = replay  # type: ignore[method-assign,assignment]
         self._wrap_raw_capture(torch)
         self._pools.install(torch)
+        self._accelerator.install(torch)
         self._wrap_graphed(torch)
         self._wrap_backward(torch)
         if self.poison is not None:
@@ -179,6 +183,7 @@ class ReplayGuard:
             torch.cuda.CUDAGraph.replay = self._saved["replay"]  # type: ignore[method-assign]
             torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.capture_end = self._saved["raw"]  # type: ignore[method-assign]
             self._pools.uninstall()
+            self._accelerator.uninstall()
             if self.poison is not None:
                 self.poison.uninstall(torch)
             torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self._saved["backward"]  # type: ignore[method-assign]
@@ -295,6 +300,14 @@ class ReplayGuard:
                     continue
                 self.graphs.analysed += 1
                 self.findings.extend(located(f, site) for f in report.findings)
+
+    def _accelerator_capture(self) -> None:
+        """A `torch.accelerator.Graph` capture ended: seen, and refused (`accelerator_graphs`)."""
+        if self._internal:
+            return
+        site = user_site()
+        self.graphs.seen += 1
+        self._refuse(f"torch.accelerator.Graph captured at {site[0]}:{site[1]}", ACCELERATOR_REASON, site)
 
     def _refuse(self, graph: str, reason: str, site: tuple[str, int]) -> None:
         """A graph seen but not analysed: counted, and a GL500 finding so no report reads as clean."""

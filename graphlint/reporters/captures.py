@@ -11,6 +11,7 @@ from graphlint.findings import cell_prefix
 from graphlint.sources.notebooks import Notebook
 
 _MAX_TARGETS = 3
+_MAX_PRUNED = 8
 
 
 def render_captures(report: CaptureReport, fmt: str, notebooks: Mapping[str, Notebook] | None = None) -> str:
@@ -63,4 +64,9 @@ def _region_text(region: CaptureRegion, notebooks: Mapping[str, Notebook]) -> st
         else:
             lines.append(f"    unresolved: `{captured.text}` ({captured.detail})")
     lines.append(f"    reaches {region.reached} function{'s' if region.reached != 1 else ''}")
+    if region.pruned:
+        lines.append("    calls the constants it passes rule out:")
+        lines.extend(f"      {pruned.text()}" for pruned in region.pruned[:_MAX_PRUNED])
+        if len(region.pruned) > _MAX_PRUNED:
+            lines.append(f"      (+{len(region.pruned) - _MAX_PRUNED} more; --format json lists them all)")
     return "\n".join(lines)

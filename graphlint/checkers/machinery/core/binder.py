@@ -15,11 +15,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
+from graphlint.checkers.machinery.constants import param_tests
 from graphlint.checkers.machinery.core import kinds as T
-from graphlint.checkers.machinery.core.call_naming import CallNaming
+from graphlint.checkers.machinery.core.call_naming import CallNaming, hasattr_facts
 from graphlint.checkers.machinery.core.call_targets import CallTarget, FunctionTarget
 from graphlint.checkers.machinery.core.capture_state import CaptureFlags, capture_value, short_circuited
-from graphlint.checkers.machinery.core.capture_values import CAPTURE_CONTEXTS, is_graph_context, note_assignment
+from graphlint.checkers.machinery.core.capture_values import (
+    ACCELERATOR_GRAPHS,
+    CAPTURE_CONTEXTS,
+    is_graph_context,
+    note_assignment,
+    other_device_graph,
+)
 from graphlint.checkers.machinery.core.flow import FlowState, walk
 from graphlint.checkers.machinery.core.kind_inference import ValueKinds, is_cudagraph_compile
 from graphlint.checkers.machinery.core.model import COMPILE, GRAPH, CallRef, EntryRef, FunctionSummary, Hazard, Region
@@ -27,9 +34,9 @@ from graphlint.checkers.machinery.core.module_state import ModuleState
 from graphlint.checkers.machinery.core.names import dotted_parts, source_text
 from graphlint.checkers.machinery.core.syntax import (
     FUNCTION_NODES,
-    assigned_names,
     child_fields,
     exits,
+    first_assignments,
     method_call_receiver,
     statements,
 )
@@ -57,6 +64,7 @@ class _Block:
     open_capture: tuple[str, tuple[int, ...]] | None = None
     captured: list[ast.stmt] | None = None
     began: int | None = None
+    duck_attrs: dict[str, frozenset[str]] | None = None  # the `hasattr` facts to restore
 
 
 @dataclass
@@ -114,9 +122,17 @@ class FunctionWalker(FlowState):
         self.capture_flags = CaptureFlags(node)  # locals holding the capture state (capture_state)
         if record:
             self._register()
+        self.duck_attrs: dict[str, frozenset[str]] = {}  # receiver -> attributes `hasattr` showed
+        self._duck_saved: dict[int, dict[str, frozenset[str]]] = {}  # id of an `if` -> facts before it
+        self.fixed_params: frozenset[str] = frozenset()  # parameters never rebound (`param_tests`)
+        self._param_stores: dict[str, int] = {}  # parameter -> the first line that rebinds it
         if isinstance(node, FUNCTION_NODES):
-            self.locals |= assigned_names(node)
+            assigned = first_assignments(node)
+            self.locals |= assigned.keys()
             self._bind_parameters(node)
+            self.fixed_params = frozenset(self.summary.params).difference(assigned)
+            self._param_stores = {name: assigned[name] for name in self.summary.params if name in assigned}
+            self.summary.param_defaults = param_tests.defaults(node.args, self.summary.params)
 
     @property
     def body(self) -> list[ast.stmt]:
@@ -305,7 +321,16 @@ class FunctionWalker(FlowState):
         if self.record and not self.guarded:
             line, col, end_line, end_col = self.st.span(node)
             self.summary.calls.append(
-                CallRef(target, line, col, self.regions, self.naming.typed_args(node), end_line, end_col)
+                CallRef(
+                    target,
+                    line,
+                    col,
+                    self.regions,
+                    self.naming.typed_args(node),
+                    end_line,
+                    end_col,
+                    param_tests.passed(node, self._fixed_at(line)),
+                )
             )
 
     def _new_region(self, node: ast.stmt, label: str, target: CallTarget | None, kind: str = GRAPH) -> int:
@@ -321,7 +346,7 @@ class FunctionWalker(FlowState):
         walk(self, body)
 
     def begin_block(self, body: list[ast.stmt]) -> None:
-        self._blocks.append(_Block(self.guarded, body))
+        self._blocks.append(_Block(self.guarded, body, duck_attrs=self.duck_attrs))
 
     def end_block(self, body: list[ast.stmt]) -> None:
         block = self._blocks.pop()
@@ -329,6 +354,8 @@ class FunctionWalker(FlowState):
             self.regions = block.open_capture[1]
             self.summary.opens_capture = True  # a breakable graph's begin: the caller's code is captured
         self.guarded = block.guarded
+        if block.duck_attrs is not None:
+            self.duck_attrs = block.duck_attrs  # `if not hasattr(...): return` shows it to the block's end only
 
     def before(self, stmt: ast.stmt) -> None:
         """Track `capture_begin()` ... `capture_end()` spans among a block's statements."""
@@ -356,10 +383,17 @@ class FunctionWalker(FlowState):
             return
         if block.open_capture is not None and _ends_capture_inside(stmt, block.open_capture[0]):
             self._close_capture(stmt, block)  # try: ... finally: g.capture_end()
-        if isinstance(stmt, ast.If) and self.capturing_guard(stmt.test) is True and exits(stmt.body):
+        if not isinstance(stmt, ast.If):
+            return
+        if self.capturing_guard(stmt.test) is True and exits(stmt.body):
             if not self.guarded:
                 self.guarded = True  # `if capturing: return ...`: the rest never runs in capture
                 self._note_guarded(block.body[block.body.index(stmt) + 1 :])
+        if exits(stmt.body) != exits(stmt.orelse):  # `if not p: return`: the rest needs p
+            self._note_decided(stmt.test, not exits(stmt.body), block.body[block.body.index(stmt) + 1 :])
+        test = stmt.test
+        if exits(stmt.body) and isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            self._show_attrs(hasattr_facts(test.operand))  # `if not hasattr(m, "a"): continue`
 
     def _close_capture(self, end: ast.stmt, block: _Block) -> None:
         """Record a capture_begin()/capture_end() span for the replay flow."""
@@ -385,7 +419,14 @@ class FunctionWalker(FlowState):
     def header(self, expr: ast.expr, stmt: ast.stmt) -> None:
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             return  # the context expressions are visited with their items (enter_with)
-        self.expr(expr)
+        facts = hasattr_facts(expr) if isinstance(stmt, ast.If) else None
+        if facts:  # `if hasattr(m, "a") and m.a():` calls m.a only where m has it
+            before = self.duck_attrs
+            self._show_attrs(facts)
+            self.expr(expr)
+            self.duck_attrs = before
+        else:
+            self.expr(expr)
         if isinstance(stmt, ast.While):
             self._test(expr, "while")
         elif isinstance(stmt, ast.If) and (self.capturing_guard(expr) is None or isinstance(expr, ast.BoolOp)):
@@ -416,7 +457,15 @@ class FunctionWalker(FlowState):
 
     def branch(self, stmt: ast.stmt, index: int, start: object) -> None:
         """Under `if capturing:` the else-branch never runs in capture, and the reverse."""
-        guard = self.capturing_guard(stmt.test) if isinstance(stmt, ast.If) else None
+        if not isinstance(stmt, ast.If):
+            return
+        self._note_decided(stmt.test, index == 0, stmt.body if index == 0 else stmt.orelse)
+        if index == 0:
+            self._duck_saved[id(stmt)] = self.duck_attrs
+            self._show_attrs(hasattr_facts(stmt.test))
+        else:
+            self.duck_attrs = self._duck_saved.get(id(stmt), self.duck_attrs)
+        guard = self.capturing_guard(stmt.test)
         if guard is not None:
             self.guarded = bool(start) or (not guard if index == 0 else guard)
             if self.guarded and not start and isinstance(stmt, ast.If):
@@ -424,6 +473,17 @@ class FunctionWalker(FlowState):
 
     def join(self, stmt: ast.stmt, start: object) -> None:
         self.guarded = bool(start)
+        saved = self._duck_saved.pop(id(stmt), None)
+        if saved is not None:
+            self.duck_attrs = saved
+
+    def _show_attrs(self, facts: dict[str, frozenset[str]]) -> None:
+        """From here on (until the branch or block ends) these receivers have these attributes."""
+        if facts:
+            shown = dict(self.duck_attrs)
+            for key, attrs in facts.items():
+                shown[key] = shown.get(key, frozenset()) | attrs
+            self.duck_attrs = shown
 
     def simple(self, stmt: ast.stmt) -> None:
         handler = _SIMPLE.get(type(stmt))
@@ -441,7 +501,7 @@ class FunctionWalker(FlowState):
             isinstance(stmt.value, ast.Call)
             and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)
-            and is_graph_context(self, stmt.value.func)
+            and (is_graph_context(self, stmt.value.func) or self.resolve(stmt.value.func) in ACCELERATOR_GRAPHS)
         ):
             self.capture_contexts[stmt.targets[0].id] = stmt.value
         value_ty = self.ty(stmt.value)
@@ -531,16 +591,37 @@ class FunctionWalker(FlowState):
                 self._bind(item.optional_vars, None)
             if isinstance(context, ast.Name) and context.id in self.capture_contexts:
                 context = self.capture_contexts[context.id]  # ctx = torch.cuda.graph(g) ... with ctx:
-            if isinstance(context, ast.Call):
+            if isinstance(context, ast.Call) and self.resolve(context.func) in ACCELERATOR_GRAPHS:
+                self._accelerator_capture(stmt, item, context, pushed)
+            elif isinstance(context, ast.Call):
                 self._with_context(stmt, context, pushed, frame)
         self._withs.append(frame)
         frame.regions_before = len(self.st.summary.regions)
         self.regions = (*frame.regions, *pushed)
 
+    def _accelerator_capture(
+        self, stmt: ast.With | ast.AsyncWith, item: ast.withitem, made: ast.Call, pushed: list[int]
+    ) -> None:
+        """`with stream, g:` where `g = torch.accelerator.Graph()` (torch 2.13): the graph object is
+        its own capture context. The detectors see it as `torch.cuda.graph(g)` would be seen: a
+        call whose first argument is the graph, placed where the `with` names it."""
+        graph = item.context_expr if isinstance(item.context_expr, ast.Name) else item.optional_vars
+        shown = f"torch.accelerator.Graph({source_text(graph) if graph is not None else ''})"
+        pushed.append(self._new_region(stmt, shown, None))
+        context = ast.copy_location(
+            ast.Call(func=made.func, args=[graph] if graph is not None else [], keywords=[]), item.context_expr
+        )
+        context.end_lineno, context.end_col_offset = item.context_expr.end_lineno, item.context_expr.end_col_offset
+        self._event("capture", stmt, context)
+        if self.record:
+            self.st.flow_hooks.note_capture(self, stmt.body, graph, stmt.lineno, stmt.end_lineno or stmt.lineno)
+
     def _with_context(
         self, stmt: ast.With | ast.AsyncWith, context: ast.Call, pushed: list[int], frame: _WithFrame
     ) -> None:
         name = self.resolve(context.func)
+        if other_device_graph(context):
+            return  # `torch.xpu.graph(xpu_graph=g)`: another device's capture, not CUDA's
         if name in CAPTURE_CONTEXTS or is_graph_context(self, context.func):
             graph = context.args[0] if context.args else T.keyword(context, "cuda_graph")
             shown = name if name in CAPTURE_CONTEXTS else source_text(context.func)  # graph_ctx(...): as written
@@ -628,6 +709,29 @@ class FunctionWalker(FlowState):
         if nodes and self.record:
             start, end = self.st.span(nodes[0]), self.st.span(nodes[-1])
             self.summary.guarded_spans.append((*start[:2], *end[2:]))
+
+    def _fixed_at(self, line: int) -> frozenset[str]:
+        """The parameters that still hold what the caller passed at ``line``: never rebound, or
+        rebound only below it outside loops (`if mask is None: mask = build()` tests the caller's)."""
+        if not self._param_stores:
+            return self.fixed_params
+        if any(frame.kind == "loop" for frame in self._frames):
+            return self.fixed_params
+        stores = self._param_stores
+        return frozenset(name for name in self.summary.params if stores.get(name, line + 1) > line)
+
+    def _note_decided(self, test: ast.expr, needs: bool, nodes: list[ast.stmt]) -> None:
+        """Code that runs only when a test on the parameters gives ``needs``: the project phase
+        decides it from the constants the capturing call sites pass (`param_tests`)."""
+        if not nodes or not self.record or not self.summary.params:
+            return
+        fixed = self._fixed_at(test.lineno)
+        if not fixed:
+            return
+        found = param_tests.read_test(test, fixed)
+        if found is not None:
+            start, end = self.st.span(nodes[0]), self.st.span(nodes[-1])
+            self.summary.decided_spans.append((found, needs, (*start[:2], *end[2:])))
 
     def _short_circuit(self, test: ast.BoolOp, push: Callable[[ast.AST], None]) -> None:
         """`not capturing and x.item()`: the operands after the one that ends the evaluation in a

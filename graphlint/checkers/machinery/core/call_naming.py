@@ -18,6 +18,7 @@ from graphlint.checkers.machinery.core.call_targets import (
     ArgValue,
     CallTarget,
     ClassArg,
+    DuckCall,
     FunctionTarget,
     InstanceCall,
     MethodTarget,
@@ -29,7 +30,7 @@ from graphlint.checkers.machinery.core.call_targets import (
 )
 from graphlint.checkers.machinery.core.kind_inference import GRAPHED_CALLABLES, is_compile_capture
 from graphlint.checkers.machinery.core.model import COMPILE, GRAPH, EntryRef, FunctionSummary, OpaqueCall
-from graphlint.checkers.machinery.core.names import LIBRARY_ROOTS
+from graphlint.checkers.machinery.core.names import LIBRARY_ROOTS, dotted_parts
 
 if TYPE_CHECKING:
     from graphlint.checkers.machinery.core.module_state import ModuleState
@@ -49,6 +50,7 @@ class NamingScope(Protocol):
     summary: FunctionSummary
     regions: tuple[int, ...]
     local_defs: dict[str, str]
+    duck_attrs: dict[str, frozenset[str]]  # receiver -> attributes a `hasattr` test showed it has
 
     def ty(self, node: ast.AST | None) -> T.Ty | None: ...
 
@@ -113,6 +115,9 @@ class CallNaming:
             return None
         if isinstance(value, ast.Name) and value.id in self.w.summary.params:
             return ParamMethodCall(value.id, func.attr)
+        shown = self.w.duck_attrs.get(_receiver_key(value) or "") if self.w.duck_attrs else None
+        if shown:  # `if hasattr(module, "need_dw"): module.backward_dw()`
+            return DuckCall(func.attr if func.attr in shown else min(shown), func.attr)
         name = self.w.resolve(func)
         if name is not None and not name.startswith(_LIBRARY_PREFIXES):
             return FunctionTarget(name)
@@ -211,3 +216,27 @@ def _value_target(ty: T.Ty) -> CallTarget | None:
     if ty.kind == T.FUNCTION and ty.ref and ty.method:
         return MethodTarget(ty.ref, ty.method)
     return None
+
+
+def _receiver_key(node: ast.expr) -> str | None:
+    """A receiver `hasattr` facts are kept under: a name or an attribute chain (`self.module`)."""
+    parts = dotted_parts(node)
+    return ".".join(parts) if parts else None
+
+
+def hasattr_facts(test: ast.expr) -> dict[str, frozenset[str]]:
+    """What ``test`` being true shows: `hasattr(x, "a")`, alone or among the operands of an `and`."""
+    found: dict[str, set[str]] = {}
+    for operand in test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]:
+        if (
+            isinstance(operand, ast.Call)
+            and isinstance(operand.func, ast.Name)
+            and operand.func.id == "hasattr"
+            and len(operand.args) == 2
+            and isinstance(operand.args[1], ast.Constant)
+            and isinstance(operand.args[1].value, str)
+        ):
+            key = _receiver_key(operand.args[0])
+            if key is not None:
+                found.setdefault(key, set()).add(operand.args[1].value)
+    return {key: frozenset(attrs) for key, attrs in found.items()}

@@ -160,7 +160,30 @@ class ValueCall(_Target):
         return f"the value called at line {self[2]}"
 
 
-CallTarget = Union[FunctionTarget, MethodTarget, InstanceCall, SuperCall, ParamCall, ParamMethodCall, ValueCall]  # noqa: UP007 (runtime alias for 3.10)
+class DuckCall(_Target):
+    """``obj.name(...)`` where the code first checked ``hasattr(obj, attr)`` and knows nothing
+    else of ``obj``: ``name`` of each project class that has ``attr`` (defines it or inherits it)."""
+
+    __slots__ = ()
+
+    def __new__(cls, attr: str, name: str) -> DuckCall:
+        return tuple.__new__(cls, ("duck", attr, name))
+
+    @property
+    def attr(self) -> str:
+        return self[1]
+
+    @property
+    def name(self) -> str:
+        return self[2]
+
+    def text(self) -> str:
+        return f"<an object with .{self.attr}>.{self.name}"
+
+
+CallTarget = Union[  # noqa: UP007 (runtime alias for 3.10)
+    FunctionTarget, MethodTarget, InstanceCall, SuperCall, ParamCall, ParamMethodCall, ValueCall, DuckCall
+]
 PARAMETER_TARGETS = (ParamCall, ParamMethodCall)  # resolved only with the caller's bindings
 
 

@@ -15,6 +15,11 @@ What counts as the graph context, never by guessing from what a name merely soun
     these, whatever other branches bound it to (one branch capturing is enough: the body
     runs in a capture on that branch);
   - `functools.partial(<one of these>, ...)`, and `a if cond else b` where either is one.
+
+A device module is not always CUDA's: `torch.xpu.graph(xpu_graph=g)` (SGLang's Intel backend,
+through the same `self._device_module.graph`) records an XPU graph. A call that hands its graph
+over as another device's keyword (`xpu_graph=`, `npu_graph=`; CUDA's is `cuda_graph=`) is not
+a CUDA capture (`other_device_graph`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from graphlint.checkers.machinery.core.names import dotted_parts
 from graphlint.checkers.machinery.core.syntax import is_self_attr
 
 CAPTURE_CONTEXTS = frozenset({"torch.cuda.graph"})
+# torch 2.13's device-generic graph: the instance is its own context manager (`with stream, g:`)
+ACCELERATOR_GRAPHS = frozenset({"torch.accelerator.Graph", "torch.accelerator.graphs.Graph"})
 _PARTIAL = frozenset({"functools.partial"})
 
 
@@ -42,6 +49,14 @@ def is_graph_context(walker: Binder, node: ast.expr) -> bool:
     if isinstance(node, ast.IfExp):
         return is_graph_context(walker, node.body) or is_graph_context(walker, node.orelse)
     return False
+
+
+def other_device_graph(context: ast.Call) -> bool:
+    """`device_module.graph(xpu_graph=g)`: the graph is another device's (see the module docstring)."""
+    return any(
+        keyword.arg is not None and keyword.arg.endswith("_graph") and keyword.arg != "cuda_graph"
+        for keyword in context.keywords
+    )
 
 
 def note_assignment(walker: Binder, target: ast.expr, value: ast.expr) -> None:

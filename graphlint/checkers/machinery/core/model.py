@@ -89,6 +89,9 @@ class CallRef(Compact):
     # start alone is shared by chained calls: `get().run()` starts where `get()` does.
     end_line: int = 0
     end_column: int = 0
+    # Constants the call passes (`param_tests`): (position or keyword, repr), `@name` for the
+    # caller's own parameter passed on, and ("*", "") when it spreads `*args`/`**kwargs`.
+    passed: tuple[tuple[str, str], ...] = ()
 
     def flow_key(self, scope: str) -> tuple[str, int, int, int, int]:
         """The value flow's key for this call in the function ``scope`` (`value_flow.CallKey`)."""
@@ -138,6 +141,10 @@ class FunctionSummary(Compact):
     returns_static: str | None = None  # replays graph G and returns its static output
     trace: list | None = None  # runner_trace events: calls whose kept results may be static outputs
     guarded_spans: list[tuple[int, int, int, int]] = field(default_factory=list)  # code no capture runs
+    param_defaults: dict[str, str] = field(default_factory=dict)  # parameter -> repr of its constant default
+    # Code that runs only when a test on the parameters gives a truth value (`param_tests`):
+    # (test, the truth value it needs, span of the code).
+    decided_spans: list[tuple[tuple, bool, tuple[int, int, int, int]]] = field(default_factory=list)
 
 
 @dataclass

@@ -169,7 +169,12 @@ def bound_names(target: ast.expr) -> Iterator[str]:
 
 def assigned_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """Names a function binds locally (assignment, loop and with targets, handlers)."""
-    names: set[str] = set()
+    return set(first_assignments(node))
+
+
+def first_assignments(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
+    """Each name a function binds locally, with the first line that binds it."""
+    names: dict[str, int] = {}
     for stmt in statements(node.body):
         targets: list[ast.expr] = []
         if isinstance(stmt, ast.Assign):
@@ -179,12 +184,20 @@ def assigned_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
         elif isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
-            names.add(stmt.name)
+            _earliest(names, stmt.name, stmt.lineno)
         elif hasattr(stmt, "handlers"):
-            names.update(h.name for h in stmt.handlers if h.name)
+            for handler in stmt.handlers:
+                if handler.name:
+                    _earliest(names, handler.name, handler.lineno)
         for target in targets:
-            names.update(bound_names(target))
+            for name in bound_names(target):
+                _earliest(names, name, stmt.lineno)
     return names
+
+
+def _earliest(names: dict[str, int], name: str, line: int) -> None:
+    if line < names.get(name, line + 1):
+        names[name] = line
 
 
 def exits(body: list[ast.stmt]) -> bool:

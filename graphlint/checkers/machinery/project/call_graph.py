@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from graphlint.checkers.machinery.constants.call_constants import CallConstants, Constants, Pruned
 from graphlint.checkers.machinery.core.call_targets import PARAMETER_TARGETS
 from graphlint.checkers.machinery.core.capture_state import in_guarded_code
 from graphlint.checkers.machinery.core.model import COMPILE, GRAPH, CallRef, FunctionSummary, ModuleSummary
@@ -81,14 +82,15 @@ class CaptureRoot:
 
 class _Seed(NamedTuple):
     """A function a capture runs directly, with the call in the region (none for a function
-    captured whole by a decorator), the classes that call passes to its parameters and the
-    values it passes them (`call_contexts`; empty: unknown)."""
+    captured whole by a decorator), the classes that call passes to its parameters, the
+    values it passes them (`call_contexts`; empty: unknown) and its constants (`call_constants`)."""
 
     qualname: str
     kind: str
     path: tuple[CallSite, ...]
     bindings: Bindings
     context: Context
+    constants: Constants
 
 
 class CallGraph:
@@ -96,16 +98,23 @@ class CallGraph:
 
     def __init__(self, resolver: Resolver, log: ErrorLog) -> None:
         contexts = CallContexts(resolver.flow, resolver.functions) if resolver.flow.solved else None
-        seeds = _seeds(resolver, contexts, log)
+        constants = CallConstants(resolver.functions, resolver.classes)
+        seeds = _seeds(resolver, contexts, constants, log)
         import networkx
 
         self.graph = networkx.DiGraph()
         self.graph.add_nodes_from(resolver.functions)
-        walk = _Walk(resolver, contexts)
+        walk = _Walk(resolver, contexts, constants)
         walk.run(seeds, log)
+        self.constants = walk.constants  # each reached function's constants (`call_constants`)
+        self.pruned = walk.pruned  # function -> the calls its constants rule out
         _add_calls(self.graph, walk, log)
         _add_roots(self.graph, seeds)
         self.reach = _capture_reach(self.graph, resolver)
+
+    def ruled_out(self, qualname: str, function: FunctionSummary, line: int, column: int) -> bool:
+        """Whether the constants the captures pass ``qualname`` rule out the code at (line, column)."""
+        return CallConstants.dead(function, line, column, self.constants.get(qualname, {})) is not None
 
     def functions(self) -> Iterator[str]:
         """Every analysed function (the nodes that are not capture roots)."""
@@ -113,7 +122,7 @@ class CallGraph:
 
 
 # -- seeds: what capture regions run directly -------------------------------------------------
-def _seeds(resolver: Resolver, contexts: CallContexts | None, log: ErrorLog) -> list[_Seed]:
+def _seeds(resolver: Resolver, contexts: CallContexts | None, constants: CallConstants, log: ErrorLog) -> list[_Seed]:
     """Every function a capture runs directly, graph captures first, then the shortest paths."""
     seeds: list[_Seed] = []
     for path, summary in sorted(resolver.summaries.items()):
@@ -121,20 +130,25 @@ def _seeds(resolver: Resolver, contexts: CallContexts | None, log: ErrorLog) -> 
             with log.guard(path, entry.line, "resolving a captured callable"):
                 site = (CallSite(path, entry.line, entry.function),) if entry.via_call else ()
                 seeds.extend(
-                    _Seed(target, entry.kind, site, {}, {}) for target in resolver.resolve_target(entry.target)
+                    _Seed(target, entry.kind, site, {}, {}, {}) for target in resolver.resolve_target(entry.target)
                 )
         if not summary.regions:
             continue
         for qualname in sorted(summary.functions):
             function = summary.functions[qualname]
             with log.guard(path, function.line, f"finding the calls in capture regions of `{function.display}`"):
-                seeds.extend(_region_seeds(resolver, contexts, path, summary, function))
+                seeds.extend(_region_seeds(resolver, contexts, constants, path, summary, function))
     seeds.sort(key=lambda s: (s.kind != GRAPH, len(s.path), s.qualname, s.path))
     return seeds
 
 
 def _region_seeds(
-    resolver: Resolver, contexts: CallContexts | None, path: str, summary: ModuleSummary, function: FunctionSummary
+    resolver: Resolver,
+    contexts: CallContexts | None,
+    constants: CallConstants,
+    path: str,
+    summary: ModuleSummary,
+    function: FunctionSummary,
 ) -> Iterator[_Seed]:
     for call in function.calls:
         if not call.regions or resolver.active_region(summary, call.regions) is None:
@@ -142,7 +156,8 @@ def _region_seeds(
         site = (CallSite(path, call.line, function.display),)
         for callee in resolver.call_callees(function, call, {}):
             context = contexts.entered(function.qualname, call, callee, {}) if contexts is not None else {}
-            yield _Seed(callee, GRAPH, site, resolver.callee_bindings(call, callee, {}), context)
+            passed = constants.entered(call, callee, {})
+            yield _Seed(callee, GRAPH, site, resolver.callee_bindings(call, callee, {}), context, passed)
 
 
 # -- the edges ------------------------------------------------------------------------------------
@@ -151,11 +166,14 @@ class _Walk:
     reach it: the classes the binder names (`Bindings`) and the values the flow reads at those
     call sites (`call_contexts`, when following values)."""
 
-    def __init__(self, resolver: Resolver, contexts: CallContexts | None) -> None:
+    def __init__(self, resolver: Resolver, contexts: CallContexts | None, constants: CallConstants) -> None:
         self.resolver = resolver
         self.contexts = contexts
+        self.calls_constants = constants
         self.bindings: dict[str, Bindings] = {}
         self.entered: dict[str, Context] = {}  # each reached function's own context
+        self.constants: dict[str, Constants] = {}  # each reached function's constants
+        self.pruned: dict[str, list[Pruned]] = {}  # reached function -> the calls its constants rule out
         self._nested: dict[str, list[str]] = {}  # reached function -> reached functions nested in it
 
     def run(self, seeds: list[_Seed], log: ErrorLog) -> None:
@@ -164,7 +182,7 @@ class _Walk:
         so the result is the least fixed point whatever the visiting order."""
         queue: deque[str] = deque()
         for seed in seeds:
-            if self._reach(seed.qualname, seed.bindings, seed.context):
+            if self._reach(seed.qualname, seed.bindings, seed.context, seed.constants):
                 queue.append(seed.qualname)
         while queue:
             current = queue.popleft()
@@ -172,13 +190,32 @@ class _Walk:
             with log.guard(path, function.line, f"following the calls of `{function.display}`"):
                 own = self.bindings[current]
                 context = self.context(current)
-                for call in function.calls:
+                constants = self.constants[current]
+                for call in self.live_calls(current, function):
                     for callee in self.callees(function, call, own, context):
                         passed = self.resolver.callee_bindings(call, callee, own)
                         values = self.contexts.entered(current, call, callee, context) if self.contexts else {}
-                        if self._reach(callee, passed, values):
+                        held = self.calls_constants.entered(call, callee, constants)
+                        if self._reach(callee, passed, values, held):
                             queue.append(callee)
                             queue.extend(self._nested.get(callee, ()))  # closures read its context
+
+    def live_calls(self, qualname: str, function: FunctionSummary) -> list[CallRef]:
+        """The calls of ``function`` its constants do not rule out (all, where it has none); the
+        ruled-out calls of project functions are kept for `graphlint captures`."""
+        constants = self.constants.get(qualname)
+        if not constants or not function.decided_spans:
+            return function.calls
+        path = self.resolver.functions[qualname][0]
+        live, pruned = [], []
+        for call in function.calls:
+            why = self.calls_constants.pruned(path, function, call, constants)
+            if why is None:
+                live.append(call)
+            elif self.callees(function, call, self.bindings.get(qualname, {}), self.context(qualname)):
+                pruned.append(why)
+        self.pruned[qualname] = pruned
+        return live
 
     def context(self, qualname: str) -> Context:
         """What a reached function's parameter calls (and its closures') see; {} when unknown."""
@@ -196,15 +233,17 @@ class _Walk:
             found = sorted({*found, *self.resolver.resolve_bound(call.target, own)})
         return found
 
-    def _reach(self, qualname: str, bindings: Bindings, context: Context) -> bool:
+    def _reach(self, qualname: str, bindings: Bindings, context: Context, constants: Constants) -> bool:
         """Join what one more call passes into ``qualname``'s state; True if it changed."""
         if qualname not in self.bindings:
             self.bindings[qualname] = {param: set(classes) for param, classes in bindings.items()}
             self.entered[qualname] = dict(context)
+            self.constants[qualname] = dict(constants)
             for outer in _enclosing(qualname):
                 self._nested.setdefault(outer, []).append(qualname)
             return True
         changed = _merge(self.bindings[qualname], bindings)
+        changed = join(self.constants[qualname], constants) or changed  # as contexts join
         return join(self.entered[qualname], context) or changed
 
 
@@ -233,7 +272,7 @@ def _add_calls(graph: nx.DiGraph, walk: _Walk, log: ErrorLog) -> None:
         context = walk.context(qualname)
         with log.guard(path, function.line, f"following the calls of `{function.display}`"):
             callees_seen: set[str] = set()
-            for call in function.calls:
+            for call in walk.live_calls(qualname, function):
                 bound = isinstance(call.target, PARAMETER_TARGETS)
                 for callee in walk.callees(function, call, own, context):
                     if callee not in callees_seen:
@@ -242,14 +281,20 @@ def _add_calls(graph: nx.DiGraph, walk: _Walk, log: ErrorLog) -> None:
                             (qualname, callee, {"line": call.line, "bound": True} if bound else {"line": call.line})
                         )
     graph.add_edges_from(edges)
-    _add_flow_only_calls(graph, resolver)
+    _add_flow_only_calls(graph, resolver, walk.constants)
 
 
-def _add_flow_only_calls(graph: nx.DiGraph, resolver: Resolver) -> None:
+def _add_flow_only_calls(graph: nx.DiGraph, resolver: Resolver, constants: dict[str, Constants]) -> None:
     """Calls only the value flow sees (in lambdas, decorators, `map(f, ...)`), first line first;
-    none from code a capture-state test skips while capturing (`capture_state`)."""
+    none from code a capture-state test skips while capturing (`capture_state`), nor from code
+    the constants a capture passes rule out (`call_constants`)."""
     for (scope, line, column, *_), callees in sorted(resolver.flow.extra.items()):
-        if scope not in resolver.functions or in_guarded_code(resolver.functions[scope][1], line, column):
+        if scope not in resolver.functions:
+            continue
+        function = resolver.functions[scope][1]
+        if in_guarded_code(function, line, column) or CallConstants.dead(
+            function, line, column, constants.get(scope, {})
+        ):
             continue
         for callee in sorted(callees):
             if callee in resolver.functions and not graph.has_edge(scope, callee):

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from graphlint.checkers.machinery.constants.call_constants import Pruned
 from graphlint.checkers.machinery.core.call_targets import (
     PARAMETER_TARGETS,
     CallTarget,
@@ -62,9 +63,10 @@ class CaptureRegion:
     label: str
     callables: list[Captured] = field(default_factory=list)
     reached: int = 0
+    pruned: list[Pruned] = field(default_factory=list)  # calls the constants it passes rule out
 
     def to_dict(self) -> dict:
-        return {
+        found = {
             "path": self.path,
             "line": self.line,
             "kind": self.kind,
@@ -72,6 +74,9 @@ class CaptureRegion:
             "callables": [c.to_dict() for c in self.callables],
             "functions_reached": self.reached,
         }
+        if self.pruned:
+            found["pruned_calls"] = [p.to_dict() for p in self.pruned]
+        return found
 
 
 @dataclass(frozen=True)
@@ -119,9 +124,11 @@ def capture_report(project: Project) -> CaptureReport:
         regions.extend(_entry_regions(project, origins, path, summary))
         unseen.extend(_unseen(project, path, summary))
     everything: set[str] = set()
+    pruned = project.call_graph.pruned
     for region in regions:
         reached = _reached(graph, region)
         region.reached = len(reached)
+        region.pruned = sorted({why for qualname in reached for why in pruned.get(qualname, ())})
         everything |= reached
     regions.sort(key=lambda r: (r.path, r.line, r.kind))
     return CaptureReport(regions, unseen, len(everything), misnamed_modules(project))

@@ -74,7 +74,12 @@ class Project(Resolver):
             for hazard in function.hazards:
                 finding = None
                 with self._log.guard(path, hazard.line, f"judging a {hazard.code} candidate in `{function.display}`"):
-                    finding = self._judge(path, summary, hazard, reach.get(qualname), rules)
+                    reached = reach.get(qualname)
+                    if reached is not None and self.call_graph.ruled_out(
+                        qualname, function, hazard.line, hazard.column
+                    ):
+                        reached = None  # the constants the captures pass rule this code out
+                    finding = self._judge(path, summary, hazard, reached, rules)
                 if finding is not None:
                     key = (finding.path, finding.code, finding.line, finding.column)
                     found.setdefault(key, finding)

@@ -15,6 +15,7 @@ from graphlint.checkers.machinery.core.call_targets import (
     PARAMETER_TARGETS,
     CallTarget,
     ClassArg,
+    DuckCall,
     FunctionTarget,
     InstanceCall,
     MethodTarget,
@@ -31,6 +32,9 @@ from graphlint.checkers.machinery.protocols import protocol_classes
 from graphlint.checkers.machinery.values.value_flow import ValueFlow
 
 _MAX_ALIAS_HOPS = 8
+# `hasattr(obj, attr)` then `obj.name()`: past these, the attribute says too little of obj
+_MAX_DUCKS = 32  # classes with the attribute
+_MAX_DUCK_TARGETS = 8  # methods the call may run
 
 # Which classes each parameter of a function receives from its callers (`def step(model, x)`).
 Bindings = dict[str, set[str]]
@@ -67,6 +71,7 @@ class Resolver:
         for bare, full in script_aliases(self.modules, imported).items():
             self.aliases.setdefault(bare, full)  # `import helpers` beside helpers.py in a namespace folder
         self._resolved: dict[CallTarget, list[str]] = {}
+        self._defining: dict[str, list[str]] | None = None  # method name -> the classes defining it
         self.protocols = protocol_classes(self.classes)  # a static type only: nothing of theirs runs
         self.flow = ValueFlow(self, log or ErrorLog(), solve=follow_values)
         self._wrappers = self._find_wrappers()
@@ -153,7 +158,24 @@ class Resolver:
                 return [found]
             held = self.attribute_class(target.owner, target.name)
             return self.resolve_target(InstanceCall(held)) if held else []
+        if isinstance(target, DuckCall):
+            return self._duck_call(target.attr, target.name)
         return []
+
+    def _duck_call(self, attr: str, name: str) -> list[str]:
+        """`if hasattr(obj, attr): obj.name()`: ``name`` of every project class with ``attr``
+        (a class defining it, and the classes derived from one). More than `_MAX_DUCKS` such
+        classes, or more than `_MAX_DUCK_TARGETS` methods, says too little: unresolved."""
+        if self._defining is None:
+            self._defining = {}
+            for qualname, summary in sorted(self.classes.items()):
+                for method in summary.methods:
+                    self._defining.setdefault(method, []).append(qualname)
+        having = {cls for owner in self._defining.get(attr, ()) for cls in self.flow.hierarchy.cone(owner)}
+        if len(having) > _MAX_DUCKS:
+            return []
+        found = {self.method(cls, name) for cls in having} - {None}
+        return sorted(f for f in found if f is not None) if len(found) <= _MAX_DUCK_TARGETS else []
 
     def _instance_call(self, cls: str) -> list[str]:
         resolved = self.resolve_name(cls)

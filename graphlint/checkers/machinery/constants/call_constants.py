@@ -1,0 +1,128 @@
+"""The constants a capture passes down its calls, and the code they rule out.
+
+`forward(x, in_capture=True)` under a capture runs `forward`'s `if in_capture:` branch and
+not its `else`; what only the `else` calls is not in the graph. The capture reach
+(`call_graph`) walks from the captures call site by call site. Along it, each reached
+function gets the constants its entering sites pass (a literal, a default the site leaves
+alone, or the caller's own parameter whose constants the caller got), joined over the sites
+like the walk's other facts (`call_contexts.join`): a parameter unknown at any entering site
+is unknown, and the constants of several sites are a union (past 16, unknown). The file phase kept each branch on a parameter
+(`param_tests`, `FunctionSummary.decided_spans`); a call or a hazard in a branch those
+constants decide against is not in any capture.
+
+Parameter positions are only read where the call's binding of `self` is certain: a function,
+a bound method (`obj.m(...)`, `super().m(...)`) or an instance called (`model(x)`). A call
+through a value or a parameter (`fn(x)`) could be an unbound method taking `self` first, so
+only its keywords count. A call that spreads `*args` or `**kwargs` leaves every parameter it
+does not name unknown. The constants of a function captured whole (`make_graphed_callables`,
+`torch.compile`) are unknown: its caller is the user's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from graphlint.checkers.machinery.constants import param_tests
+from graphlint.checkers.machinery.core.call_targets import FunctionTarget, InstanceCall, MethodTarget, SuperCall
+from graphlint.checkers.machinery.core.model import CallRef, FunctionSummary
+
+Constants = dict[str, frozenset[str]]  # parameter -> the reprs of the constants it may hold
+_BOUND = (MethodTarget, SuperCall, InstanceCall)
+
+
+@dataclass(frozen=True, order=True)
+class Pruned:
+    """A call a capture never makes: the branch it is in, and the constants that decided it."""
+
+    path: str
+    function: str  # display name of the function holding the call
+    line: int
+    test: str  # the branch's test, as written (`param_tests.describe`)
+    value: bool  # what the test gives under the capture
+    held: str  # what decided it: `in_capture=True`
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "function": self.function,
+            "line": self.line,
+            "test": self.test,
+            "value": self.value,
+            "constants": self.held,
+        }
+
+    def text(self) -> str:
+        return f"{self.path}:{self.line} in {self.function}: `{self.test}` is {self.value} with {self.held}"
+
+
+class CallConstants:
+    """Constants along the capture reach, read from the call sites that enter each function."""
+
+    def __init__(self, functions: dict[str, tuple[str, FunctionSummary]], classes: Collection[str]) -> None:
+        self.functions = functions
+        self.classes = classes  # class qualnames: a function inside one is a method
+
+    def entered(self, call: CallRef | None, callee: str, caller: Constants) -> Constants:
+        """The constants ``callee`` gets from ``call`` (None: a capture runs it whole)."""
+        entry = self.functions.get(callee)
+        if call is None or entry is None:
+            return {}
+        function = entry[1]
+        params = function.params
+        by_position = isinstance(call.target, _BOUND) or (
+            isinstance(call.target, FunctionTarget) and not self._unbound_method(call.target, callee)
+        )
+        given = dict(call.passed)
+        spread = "*" in given
+        positional = int(given.get("#", "0"))
+        found: Constants = {}
+        for index, param in enumerate(params):
+            if param in given:
+                value = given[param]
+            elif index < positional:
+                value = given.get(str(index), "") if by_position else ""
+            elif not spread and by_position:
+                value = function.param_defaults.get(param, "")  # not passed: its default
+            else:
+                value = ""  # unknown: spread, or positions not certain
+            if value[:1] == "@":
+                held = caller.get(value[1:])
+                if held is not None:
+                    found[param] = held
+            elif value:
+                found[param] = frozenset((value,))
+        return found
+
+    def _unbound_method(self, target: FunctionTarget, callee: str) -> bool:
+        """`Base.method(self, x)` passes `self` first; `Model(x)` (its `__init__`) does not."""
+        owner, _, method = callee.rpartition(".")
+        return owner in self.classes and target.name.rpartition(".")[2] == method
+
+    @staticmethod
+    def dead(function: FunctionSummary, line: int, column: int, constants: Constants) -> tuple | None:
+        """The decided span (test, needs, span) that rules out the code at (line, column), if any."""
+        if not constants or not function.decided_spans:
+            return None
+        for entry in function.decided_spans:
+            test, needs, (start, first, end, last) = entry
+            if (start, first) <= (line, column) <= (end, last):
+                answer = param_tests.evaluate(test, constants)
+                if answer is not None and answer is not needs:
+                    return entry
+        return None
+
+    def pruned(self, path: str, function: FunctionSummary, call: CallRef, constants: Constants) -> Pruned | None:
+        """Why ``call`` never runs in a capture, or None when it may."""
+        if call.regions:
+            return None  # inside the function's own capture: that capture's callers are not these
+        entry = self.dead(function, call.line, call.column, constants)
+        if entry is None:
+            return None
+        test, needs, _ = entry
+        held = ", ".join(
+            f"{name}={'|'.join(sorted(constants[name]))}"
+            for name in sorted(param_tests.parameters_of(test))
+            if name in constants
+        )
+        return Pruned(path, function.display, call.line, param_tests.describe(test), not needs, held)

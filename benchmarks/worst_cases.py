@@ -11,6 +11,8 @@ asserting a time, so it is a measurement to read, not a test to flake:
   reached held its whole call path: quadratic in the depth);
 - ``stream-blocks``: one captured function with n `with torch.cuda.stream(side):` blocks, each
   forked and joined (GL109 walked the function once per block: quadratic in the blocks);
+- ``decided-branches``: a captured call passes a constant to a function with n branches on it,
+  each calling a helper (each call was checked against every branch: quadratic in the branches);
 - ``stacked-decorators``: a captured function under n stacked project decorators, values
   followed (each level read the one below twice: exponential in the stack; ColossalAI's tests
   stack a dozen, and the value flow took minutes there).
@@ -48,6 +50,13 @@ def stream_blocks(n: int) -> str:
     return HEADER + "\n\ndef step(side):\n    with torch.cuda.graph(g):\n" + block * n
 
 
+def decided_branches(n: int) -> str:
+    helper = "def helper(t):\n    return t.sum().item()\n\n\n"
+    branches = "".join(f"    if mode == {i}:\n        helper(t)\n" for i in range(n))
+    step = f"def step(t, mode):\n{branches}    return t\n\n\n"
+    return HEADER + "\n\n" + helper + step + f"with torch.cuda.graph(g):\n    step(x, {n - 1})\n"
+
+
 def stacked_decorators(n: int) -> str:
     stack = "".join(f"@keep({i})\n" for i in range(n))
     return (
@@ -61,6 +70,7 @@ def stacked_decorators(n: int) -> str:
 CASES: dict[str, tuple[Callable[[int], str], str]] = {
     "call-depth": (call_depth, "GL101"),
     "stream-blocks": (stream_blocks, "GL109"),
+    "decided-branches": (decided_branches, "GL101"),
     "stacked-decorators": (stacked_decorators, "GL101"),
 }
 # Cases that exercise the value flow, so they are checked with values followed.

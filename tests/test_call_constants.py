@@ -225,3 +225,57 @@ def test_tests_on_parameters_are_three_valued(test: str, constants: dict, expect
     read = param_tests.read_test(ast.parse(test, mode="eval").body, frozenset({"p", "q"}))
     assert read is not None
     assert param_tests.evaluate(read, {k: frozenset(v) for k, v in constants.items()}) is expected
+
+
+def test_odd_constants_are_left_unknown_not_a_crash(write_tree, monkeypatch) -> None:
+    """A 4,000-digit integer (near Python's digit limit for its repr) and `1e999` (`inf`, whose
+    repr does not read back) are not kept as constants; the file is checked as usual."""
+    huge = "1" * 4000
+    source = f"""\
+import torch
+
+
+def step(x, n=0):
+    if n:
+        x.sum().item()
+    return x
+
+
+def capture(x):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step(x, {huge})
+        step(x, 1e999)
+        step(x, -{huge})
+    return g
+"""
+    root = write_tree({"odd.py": source})
+    findings = check_json(".", cwd=root)
+    assert [(f["code"], f["line"]) for f in findings] == [("GL101", 6)]
+
+
+def test_nested_and_sibling_branches_are_each_decided(write_tree, monkeypatch) -> None:
+    source = """\
+import torch
+
+
+def step(x, a=False, b=True):
+    if a:
+        x.sum().item()                        # 6: ruled out by a
+    if b:
+        if a:
+            x.mean().item()                   # 9: ruled out by a, inside b's arm
+        x.max().item()                        # 10: runs
+    else:
+        x.min().item()                        # 12: ruled out by b
+    return x
+
+
+def capture(x):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step(x)
+    return g
+"""
+    root = write_tree({"nested.py": source})
+    assert _lines(root, monkeypatch) == [10]

@@ -1,6 +1,7 @@
 """Costs linear in their input (benchmarks/worst_cases.py measures the ratios): call paths are
 parent pointers, not a whole path per reached function; GL109 reads a function's stream
-ordering once, not once per stream block. What is reported is unchanged."""
+ordering once, not once per stream block; a call is checked against the branches around it,
+not every branch of its function. What is reported is unchanged."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from graphlint.checkers.machinery.constants import call_constants
 from graphlint.checkers.machinery.values import value_flow
 from graphlint.checkers.rules.capture import gl109_unjoined_stream_in_capture as gl109
 from graphlint.config import ConfigResolver, Selection
@@ -20,6 +22,7 @@ assert _spec is not None and _spec.loader is not None
 worst_cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(worst_cases)
 call_depth, stream_blocks = worst_cases.call_depth, worst_cases.stream_blocks
+decided_branches = worst_cases.decided_branches
 stacked_decorators = worst_cases.stacked_decorators
 
 
@@ -69,3 +72,15 @@ def test_stacked_decorators_are_read_once_per_level(tmp_path: Path, monkeypatch:
     result = check([str(root)], ConfigResolver(cwd=root), CheckOptions(cache_dir=None, follow_values=True))
     assert [f.code for f in result.findings] == ["GL101"]  # the capture still reaches through the stack
     assert len(applied) <= 16 * 8, f"{len(applied)} decorator applications for a stack of 16"
+
+
+def test_a_call_is_checked_against_the_branches_around_it_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A captured call passes `mode=399` to a function with 400 `if mode == i:` arms: each call
+    there looks at the arms around it (one), not at all 400 (160,000 looks)."""
+    looks = []
+    real = call_constants._Spans._end
+    monkeypatch.setattr(call_constants._Spans, "_end", lambda self, i: looks.append(1) or real(self, i))
+    root = _tree(tmp_path, decided_branches(400))
+    result = check([str(root)], ConfigResolver(cwd=root), CheckOptions(cache_dir=None))
+    assert [(f.code, f.line) for f in result.findings] == [("GL101", 8)]  # the helper, from the one live arm
+    assert len(looks) <= 20 * 400, f"{len(looks)} looks at 400 branches"

@@ -20,7 +20,8 @@ does not name unknown. The constants of a function captured whole (`make_graphed
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import bisect
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from graphlint.checkers.machinery.constants import param_tests
@@ -62,6 +63,7 @@ class CallConstants:
     def __init__(self, functions: dict[str, tuple[str, FunctionSummary]], classes: Collection[str]) -> None:
         self.functions = functions
         self.classes = classes  # class qualnames: a function inside one is a method
+        self._spans: dict[int, _Spans] = {}  # id of a function summary -> its decided spans, indexed
 
     def entered(self, call: CallRef | None, callee: str, caller: Constants) -> Constants:
         """The constants ``callee`` gets from ``call`` (None: a capture runs it whole)."""
@@ -99,17 +101,17 @@ class CallConstants:
         owner, _, method = callee.rpartition(".")
         return owner in self.classes and target.name.rpartition(".")[2] == method
 
-    @staticmethod
-    def dead(function: FunctionSummary, line: int, column: int, constants: Constants) -> tuple | None:
+    def dead(self, function: FunctionSummary, line: int, column: int, constants: Constants) -> tuple | None:
         """The decided span (test, needs, span) that rules out the code at (line, column), if any."""
         if not constants or not function.decided_spans:
             return None
-        for entry in function.decided_spans:
-            test, needs, (start, first, end, last) = entry
-            if (start, first) <= (line, column) <= (end, last):
-                answer = param_tests.evaluate(test, constants)
-                if answer is not None and answer is not needs:
-                    return entry
+        spans = self._spans.get(id(function))
+        if spans is None:
+            spans = self._spans[id(function)] = _Spans(function.decided_spans)
+        for entry in spans.around(line, column):
+            answer = param_tests.evaluate(entry[0], constants)
+            if answer is not None and answer is not entry[1]:
+                return entry
         return None
 
     def pruned(self, path: str, function: FunctionSummary, call: CallRef, constants: Constants) -> Pruned | None:
@@ -126,3 +128,32 @@ class CallConstants:
             if name in constants
         )
         return Pruned(path, function.display, call.line, param_tests.describe(test), not needs, held)
+
+
+class _Spans:
+    """A function's decided spans indexed by position. They nest (each is an `if` arm or the rest
+    of a block), so sorted by start, outer first, each has an innermost enclosing span; the
+    spans around a position are the last one starting at or before it and its enclosing ones
+    that reach it. A function with thousands of branches is not scanned whole per call."""
+
+    def __init__(self, spans: list[tuple[tuple, bool, tuple[int, int, int, int]]]) -> None:
+        self.entries = sorted(spans, key=lambda e: (e[2][0], e[2][1], -e[2][2], -e[2][3]))
+        self.starts = [(e[2][0], e[2][1]) for e in self.entries]
+        self.parent: list[int] = []
+        open_spans: list[int] = []
+        for index, start in enumerate(self.starts):
+            while open_spans and self._end(open_spans[-1]) < start:
+                open_spans.pop()
+            self.parent.append(open_spans[-1] if open_spans else -1)
+            open_spans.append(index)
+
+    def around(self, line: int, column: int) -> Iterator[tuple[tuple, bool, tuple[int, int, int, int]]]:
+        index = bisect.bisect_right(self.starts, (line, column)) - 1
+        while index >= 0:
+            if self._end(index) >= (line, column):
+                yield self.entries[index]
+            index = self.parent[index]
+
+    def _end(self, index: int) -> tuple[int, int]:
+        span = self.entries[index][2]
+        return (span[2], span[3])

@@ -30,6 +30,8 @@ Test = tuple
 Constants = Mapping[str, frozenset[str]]  # parameter -> the reprs of the constants it may hold
 UNKNOWN: Test = ("?",)
 _SINGLETONS = frozenset({"None", "True", "False"})
+_LARGEST = 10**18  # constants kept: integers up to this size, strings up to this length
+_LONGEST = 200
 
 
 def literal(node: ast.expr) -> str | None:
@@ -42,6 +44,10 @@ def literal(node: ast.expr) -> str | None:
     value = node.value
     if isinstance(value, float) and not math.isfinite(value):
         return None  # `1e999` is `inf`, whose repr does not read back
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _LARGEST:
+        return None  # its repr may exceed Python's digit limit (and no branch tests such a number)
+    if isinstance(value, str) and len(value) > _LONGEST:
+        return None  # kept in every summary that passes it: a flag is short
     if negative:
         return repr(-value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     return repr(value) if isinstance(value, (bool, int, float, str, type(None))) else None

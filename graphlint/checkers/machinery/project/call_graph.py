@@ -107,6 +107,7 @@ class CallGraph:
         walk = _Walk(resolver, contexts, constants)
         walk.run(seeds, log)
         self.constants = walk.constants  # each reached function's constants (`call_constants`)
+        self._decide = constants
         self.pruned = walk.pruned  # function -> the calls its constants rule out
         _add_calls(self.graph, walk, log)
         _add_roots(self.graph, seeds)
@@ -114,7 +115,7 @@ class CallGraph:
 
     def ruled_out(self, qualname: str, function: FunctionSummary, line: int, column: int) -> bool:
         """Whether the constants the captures pass ``qualname`` rule out the code at (line, column)."""
-        return CallConstants.dead(function, line, column, self.constants.get(qualname, {})) is not None
+        return self._decide.dead(function, line, column, self.constants.get(qualname, {})) is not None
 
     def functions(self) -> Iterator[str]:
         """Every analysed function (the nodes that are not capture roots)."""
@@ -281,10 +282,12 @@ def _add_calls(graph: nx.DiGraph, walk: _Walk, log: ErrorLog) -> None:
                             (qualname, callee, {"line": call.line, "bound": True} if bound else {"line": call.line})
                         )
     graph.add_edges_from(edges)
-    _add_flow_only_calls(graph, resolver, walk.constants)
+    _add_flow_only_calls(graph, resolver, walk.calls_constants, walk.constants)
 
 
-def _add_flow_only_calls(graph: nx.DiGraph, resolver: Resolver, constants: dict[str, Constants]) -> None:
+def _add_flow_only_calls(
+    graph: nx.DiGraph, resolver: Resolver, decide: CallConstants, constants: dict[str, Constants]
+) -> None:
     """Calls only the value flow sees (in lambdas, decorators, `map(f, ...)`), first line first;
     none from code a capture-state test skips while capturing (`capture_state`), nor from code
     the constants a capture passes rule out (`call_constants`)."""
@@ -292,9 +295,7 @@ def _add_flow_only_calls(graph: nx.DiGraph, resolver: Resolver, constants: dict[
         if scope not in resolver.functions:
             continue
         function = resolver.functions[scope][1]
-        if in_guarded_code(function, line, column) or CallConstants.dead(
-            function, line, column, constants.get(scope, {})
-        ):
+        if in_guarded_code(function, line, column) or decide.dead(function, line, column, constants.get(scope, {})):
             continue
         for callee in sorted(callees):
             if callee in resolver.functions and not graph.has_edge(scope, callee):

@@ -113,11 +113,11 @@ class CallNaming:
             if receiver.kind == T.INSTANCE and receiver.ref:
                 return MethodTarget(receiver.ref, func.attr)
             return None
+        shown = self.w.duck_attrs.get(_receiver_key(value) or "") if self.w.duck_attrs else None
+        if shown:  # `if hasattr(module, "need_dw"): module.backward_dw()`: any class with need_dw
+            return DuckCall(func.attr if func.attr in shown else min(shown), func.attr)
         if isinstance(value, ast.Name) and value.id in self.w.summary.params:
             return ParamMethodCall(value.id, func.attr)
-        shown = self.w.duck_attrs.get(_receiver_key(value) or "") if self.w.duck_attrs else None
-        if shown:  # `if hasattr(module, "need_dw"): module.backward_dw()`
-            return DuckCall(func.attr if func.attr in shown else min(shown), func.attr)
         name = self.w.resolve(func)
         if name is not None and not name.startswith(_LIBRARY_PREFIXES):
             return FunctionTarget(name)

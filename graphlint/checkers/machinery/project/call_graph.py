@@ -41,6 +41,7 @@ from graphlint.checkers.machinery.core.capture_state import in_guarded_code
 from graphlint.checkers.machinery.core.model import COMPILE, GRAPH, CallRef, FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.project.call_contexts import CallContexts, Context, join
+from graphlint.checkers.machinery.project.device_families import DeviceModules
 from graphlint.checkers.machinery.project.resolution import Bindings, Resolver
 from graphlint.findings import CallSite
 
@@ -99,12 +100,14 @@ class CallGraph:
     def __init__(self, resolver: Resolver, log: ErrorLog) -> None:
         contexts = CallContexts(resolver.flow, resolver.functions) if resolver.flow.solved else None
         constants = CallConstants(resolver.functions, resolver.classes)
-        seeds = _seeds(resolver, contexts, constants, log)
+        devices = DeviceModules(resolver.functions, {path: s.module for path, s in resolver.summaries.items()})
+        seeds = _seeds(resolver, contexts, constants, devices, log)
         import networkx
 
         self.graph = networkx.DiGraph()
         self.graph.add_nodes_from(resolver.functions)
-        walk = _Walk(resolver, contexts, constants)
+        walk = _Walk(resolver, contexts, constants, devices)
+        self.devices = devices
         walk.run(seeds, log)
         self.constants = walk.constants  # each reached function's constants (`call_constants`)
         self._decide = constants
@@ -123,7 +126,9 @@ class CallGraph:
 
 
 # -- seeds: what capture regions run directly -------------------------------------------------
-def _seeds(resolver: Resolver, contexts: CallContexts | None, constants: CallConstants, log: ErrorLog) -> list[_Seed]:
+def _seeds(
+    resolver: Resolver, contexts: CallContexts | None, constants: CallConstants, devices: DeviceModules, log: ErrorLog
+) -> list[_Seed]:
     """Every function a capture runs directly, graph captures first, then the shortest paths."""
     seeds: list[_Seed] = []
     for path, summary in sorted(resolver.summaries.items()):
@@ -138,24 +143,24 @@ def _seeds(resolver: Resolver, contexts: CallContexts | None, constants: CallCon
         for qualname in sorted(summary.functions):
             function = summary.functions[qualname]
             with log.guard(path, function.line, f"finding the calls in capture regions of `{function.display}`"):
-                seeds.extend(_region_seeds(resolver, contexts, constants, path, summary, function))
+                seeds.extend(_region_seeds(resolver, (contexts, constants, devices), path, summary, function))
     seeds.sort(key=lambda s: (s.kind != GRAPH, len(s.path), s.qualname, s.path))
     return seeds
 
 
 def _region_seeds(
     resolver: Resolver,
-    contexts: CallContexts | None,
-    constants: CallConstants,
+    along: tuple[CallContexts | None, CallConstants, DeviceModules],
     path: str,
     summary: ModuleSummary,
     function: FunctionSummary,
 ) -> Iterator[_Seed]:
+    contexts, constants, devices = along
     for call in function.calls:
         if not call.regions or resolver.active_region(summary, call.regions) is None:
             continue
         site = (CallSite(path, call.line, function.display),)
-        for callee in resolver.call_callees(function, call, {}):
+        for callee in devices.cuda_callees(function.qualname, resolver.call_callees(function, call, {})):
             context = contexts.entered(function.qualname, call, callee, {}) if contexts is not None else {}
             passed = constants.entered(call, callee, {})
             yield _Seed(callee, GRAPH, site, resolver.callee_bindings(call, callee, {}), context, passed)
@@ -167,7 +172,9 @@ class _Walk:
     reach it: the classes the binder names (`Bindings`) and the values the flow reads at those
     call sites (`call_contexts`, when following values)."""
 
-    def __init__(self, resolver: Resolver, contexts: CallContexts | None, constants: CallConstants) -> None:
+    def __init__(
+        self, resolver: Resolver, contexts: CallContexts | None, constants: CallConstants, devices: DeviceModules
+    ) -> None:
         self.resolver = resolver
         self.contexts = contexts
         self.calls_constants = constants
@@ -175,6 +182,7 @@ class _Walk:
         self.entered: dict[str, Context] = {}  # each reached function's own context
         self.constants: dict[str, Constants] = {}  # each reached function's constants
         self.pruned: dict[str, list[Pruned]] = {}  # reached function -> the calls its constants rule out
+        self.devices = devices  # another device family's code is not what a CUDA capture runs
         self._nested: dict[str, list[str]] = {}  # reached function -> reached functions nested in it
 
     def run(self, seeds: list[_Seed], log: ErrorLog) -> None:
@@ -229,9 +237,11 @@ class _Walk:
         passed (with the classes the binder bound it to), any other call what the resolver says."""
         found = self.contexts.callees(function.qualname, call, context) if context and self.contexts else None
         if found is None:
-            return self.resolver.call_callees(function, call, own)
-        if isinstance(call.target, PARAMETER_TARGETS) and own:
+            found = self.resolver.call_callees(function, call, own)
+        elif isinstance(call.target, PARAMETER_TARGETS) and own:
             found = sorted({*found, *self.resolver.resolve_bound(call.target, own)})
+        if function.qualname in self.bindings:  # reached: a CUDA capture runs it
+            found = self.devices.cuda_callees(function.qualname, found)
         return found
 
     def _reach(self, qualname: str, bindings: Bindings, context: Context, constants: Constants) -> bool:
@@ -282,23 +292,25 @@ def _add_calls(graph: nx.DiGraph, walk: _Walk, log: ErrorLog) -> None:
                             (qualname, callee, {"line": call.line, "bound": True} if bound else {"line": call.line})
                         )
     graph.add_edges_from(edges)
-    _add_flow_only_calls(graph, resolver, walk.calls_constants, walk.constants)
+    _add_flow_only_calls(graph, walk)
 
 
-def _add_flow_only_calls(
-    graph: nx.DiGraph, resolver: Resolver, decide: CallConstants, constants: dict[str, Constants]
-) -> None:
+def _add_flow_only_calls(graph: nx.DiGraph, walk: _Walk) -> None:
     """Calls only the value flow sees (in lambdas, decorators, `map(f, ...)`), first line first;
-    none from code a capture-state test skips while capturing (`capture_state`), nor from code
-    the constants a capture passes rule out (`call_constants`)."""
+    none from code a capture-state test skips while capturing (`capture_state`), nor, in code a
+    capture reaches, from code its constants rule out (`call_constants`) or into another device
+    family's code (`device_families`)."""
+    resolver = walk.resolver
     for (scope, line, column, *_), callees in sorted(resolver.flow.extra.items()):
         if scope not in resolver.functions:
             continue
         function = resolver.functions[scope][1]
-        if in_guarded_code(function, line, column) or decide.dead(function, line, column, constants.get(scope, {})):
+        constants = walk.constants.get(scope, {})
+        if in_guarded_code(function, line, column) or walk.calls_constants.dead(function, line, column, constants):
             continue
-        for callee in sorted(callees):
-            if callee in resolver.functions and not graph.has_edge(scope, callee):
+        known = sorted(callee for callee in callees if callee in resolver.functions)
+        for callee in walk.devices.cuda_callees(scope, known) if scope in walk.bindings else known:
+            if not graph.has_edge(scope, callee):
                 graph.add_edge(scope, callee, line=line)
 
 

@@ -275,7 +275,9 @@ def _judge_call(project: Project, call: CallRef, function: FunctionSummary, text
     target = call.target
     if isinstance(target, FunctionTarget) and target.name.partition(".")[0] in LIBRARY_ROOTS:
         return None  # an operation, not captured user code
-    targets = tuple(project.call_callees(function, call, {}))
+    targets = tuple(
+        project.call_graph.devices.cuda_callees(function.qualname, project.call_callees(function, call, {}))
+    )
     if targets:
         shown = text if text is not None and isinstance(target, ValueCall) else target.text()
         return Captured(shown, RESOLVED, targets=targets)

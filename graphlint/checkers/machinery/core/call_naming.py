@@ -113,9 +113,10 @@ class CallNaming:
             if receiver.kind == T.INSTANCE and receiver.ref:
                 return MethodTarget(receiver.ref, func.attr)
             return None
-        shown = self.w.duck_attrs.get(_receiver_key(value) or "") if self.w.duck_attrs else None
-        if shown:  # `if hasattr(module, "need_dw"): module.backward_dw()`: any class with need_dw
-            return DuckCall(func.attr if func.attr in shown else min(shown), func.attr)
+        written = _receiver_key(value) if self.w.duck_attrs else None
+        shown = self.w.duck_attrs.get(written) if written is not None else None
+        if written is not None and shown:  # `if hasattr(module, "need_dw"): module.backward_dw()`
+            return DuckCall(func.attr if func.attr in shown else min(shown), func.attr, written)
         if isinstance(value, ast.Name) and value.id in self.w.summary.params:
             return ParamMethodCall(value.id, func.attr)
         name = self.w.resolve(func)

@@ -166,8 +166,8 @@ class DuckCall(_Target):
 
     __slots__ = ()
 
-    def __new__(cls, attr: str, name: str) -> DuckCall:
-        return tuple.__new__(cls, ("duck", attr, name))
+    def __new__(cls, attr: str, name: str, receiver: str) -> DuckCall:
+        return tuple.__new__(cls, ("duck", attr, name, receiver))
 
     @property
     def attr(self) -> str:
@@ -178,7 +178,7 @@ class DuckCall(_Target):
         return self[2]
 
     def text(self) -> str:
-        return f"<an object with .{self.attr}>.{self.name}"
+        return f"{self[3]}.{self.name}"  # as written: `module.backward_dw`
 
 
 CallTarget = Union[  # noqa: UP007 (runtime alias for 3.10)

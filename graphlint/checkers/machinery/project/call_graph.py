@@ -20,6 +20,12 @@ parameter there runs those values, not the flow's union over every caller: a hel
 test captures with one lambda and pipelines call outside captures with others runs only the
 test's lambda here. A function no capture reaches keeps the flow's context-insensitive edges.
 
+In either mode the walk also keeps each reached function's *constants* (`call_constants`):
+a call in an arm they decide against (`if not in_capture:` entered with `in_capture=True`)
+has no edge from it, and a reached function has no edge into another device family's
+modules (`device_families`). Like the edges of code a capture-state test skips, those are
+calls no capture makes, so the export leaves them out with the rules.
+
 Two capture roots (one per region kind, `CaptureRoot`) have an edge to every function a
 capture runs directly. The functions in a capture, and the call path shown for each, are the
 shortest paths from those roots (Dijkstra: a call is one hop; a function captured whole is

@@ -279,3 +279,44 @@ def capture(x):
 """
     root = write_tree({"nested.py": source})
     assert _lines(root, monkeypatch) == [10]
+
+
+def test_captures_lists_only_what_the_final_constants_rule_out(write_tree) -> None:
+    """`step` is first entered with `eager=False` (its default), then, two calls deeper through
+    `outer`, with a value nobody knows: the eager arm may run, so it is reported and no
+    ruled-out call is listed (one an earlier visit of `step` ruled out was listed before)."""
+    source = """\
+import torch
+
+
+def helper(t):
+    return t.sum().item()
+
+
+def step(x, eager=False):
+    if eager:
+        helper(x)
+    return x
+
+
+def middle(x, eager):
+    return step(x, eager)
+
+
+def outer(x, eager):
+    return middle(x, eager)
+
+
+def capture(x, flag):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step(x)
+    h = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(h):
+        outer(x, flag)
+    return g, h
+"""
+    root = write_tree({"late.py": source})
+    assert [(f["code"], f["line"]) for f in check_json("--select", "GL101", ".", cwd=root)] == [("GL101", 5)]
+    report = json.loads(run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root).stdout)
+    assert [region.get("pruned_calls", []) for region in report["regions"]] == [[], []]

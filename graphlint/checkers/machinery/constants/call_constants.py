@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from graphlint.checkers.machinery.constants import param_tests
 from graphlint.checkers.machinery.core.call_targets import FunctionTarget, InstanceCall, MethodTarget, SuperCall
@@ -41,20 +41,13 @@ class Pruned:
     line: int
     test: str  # the branch's test, as written (`param_tests.describe`)
     value: bool  # what the test gives under the capture
-    held: str  # what decided it: `in_capture=True`
+    constants: str  # what decided it: `in_capture=True`
 
     def to_dict(self) -> dict:
-        return {
-            "path": self.path,
-            "function": self.function,
-            "line": self.line,
-            "test": self.test,
-            "value": self.value,
-            "constants": self.held,
-        }
+        return asdict(self)
 
     def text(self) -> str:
-        return f"{self.path}:{self.line} in {self.function}: `{self.test}` is {self.value} with {self.held}"
+        return f"{self.path}:{self.line} in {self.function}: `{self.test}` is {self.value} with {self.constants}"
 
 
 class CallConstants:

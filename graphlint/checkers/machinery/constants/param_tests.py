@@ -56,7 +56,7 @@ def literal(node: ast.expr) -> str | None:
 def read_test(test: ast.expr, params: frozenset[str]) -> Test | None:
     """``test`` in the `Test` form, or None when no part of it is a decidable parameter test."""
     found = _read(test, params)
-    return found if _names_parameter(found) else None
+    return found if parameters_of(found) else None
 
 
 def _read(test: ast.expr, params: frozenset[str]) -> Test:
@@ -102,15 +102,6 @@ def _comparison(left: ast.expr, op: ast.cmpop, right: ast.expr, params: frozense
     else:
         return UNKNOWN
     return ("not", found) if isinstance(op, (ast.IsNot, ast.NotEq)) else found
-
-
-def _names_parameter(test: Test) -> bool:
-    tag = test[0]
-    if tag in ("p", "is", "==", "in"):
-        return True
-    if tag in ("not", "and", "or"):
-        return any(_names_parameter(part) for part in test[1:])
-    return False
 
 
 def parameters_of(test: Test) -> set[str]:

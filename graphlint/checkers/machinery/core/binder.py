@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graphlint.checkers.machinery.constants import param_tests
@@ -64,7 +64,7 @@ class _Block:
     open_capture: tuple[str, tuple[int, ...]] | None = None
     captured: list[ast.stmt] | None = None
     began: int | None = None
-    duck_attrs: dict[str, frozenset[str]] | None = None  # the `hasattr` facts to restore
+    duck_attrs: dict[str, frozenset[str]] = field(default_factory=dict)  # the `hasattr` facts to restore
 
 
 @dataclass
@@ -354,8 +354,7 @@ class FunctionWalker(FlowState):
             self.regions = block.open_capture[1]
             self.summary.opens_capture = True  # a breakable graph's begin: the caller's code is captured
         self.guarded = block.guarded
-        if block.duck_attrs is not None:
-            self.duck_attrs = block.duck_attrs  # `if not hasattr(...): return` shows it to the block's end only
+        self.duck_attrs = block.duck_attrs  # `if not hasattr(...): return` shows it to the block's end only
 
     def before(self, stmt: ast.stmt) -> None:
         """Track `capture_begin()` ... `capture_end()` spans among a block's statements."""
@@ -460,11 +459,11 @@ class FunctionWalker(FlowState):
         if not isinstance(stmt, ast.If):
             return
         self._note_decided(stmt.test, index == 0, stmt.body if index == 0 else stmt.orelse)
-        if index == 0:
+        if index == 0:  # an `if` always has both alternatives: the `else` arm gets the facts back
             self._duck_saved[id(stmt)] = self.duck_attrs
             self._show_attrs(hasattr_facts(stmt.test))
         else:
-            self.duck_attrs = self._duck_saved.get(id(stmt), self.duck_attrs)
+            self.duck_attrs = self._duck_saved.pop(id(stmt))
         guard = self.capturing_guard(stmt.test)
         if guard is not None:
             self.guarded = bool(start) or (not guard if index == 0 else guard)
@@ -473,9 +472,6 @@ class FunctionWalker(FlowState):
 
     def join(self, stmt: ast.stmt, start: object) -> None:
         self.guarded = bool(start)
-        saved = self._duck_saved.pop(id(stmt), None)
-        if saved is not None:
-            self.duck_attrs = saved
 
     def _show_attrs(self, facts: dict[str, frozenset[str]]) -> None:
         """From here on (until the branch or block ends) these receivers have these attributes."""

@@ -106,19 +106,19 @@ class CallGraph:
     def __init__(self, resolver: Resolver, log: ErrorLog) -> None:
         contexts = CallContexts(resolver.flow, resolver.functions) if resolver.flow.solved else None
         constants = CallConstants(resolver.functions, resolver.classes)
-        devices = DeviceModules(resolver.functions, {path: s.module for path, s in resolver.summaries.items()})
+        devices = DeviceModules(resolver.functions, resolver.summaries)
         seeds = _seeds(resolver, contexts, constants, devices, log)
         import networkx
 
         self.graph = networkx.DiGraph()
         self.graph.add_nodes_from(resolver.functions)
         walk = _Walk(resolver, contexts, constants, devices)
-        self.devices = devices
         walk.run(seeds, log)
+        self.devices = devices
         self.constants = walk.constants  # each reached function's constants (`call_constants`)
         self._decide = constants
-        self.pruned = walk.pruned  # function -> the calls its constants rule out
-        _add_calls(self.graph, walk, log)
+        self.pruned: dict[str, list[Pruned]] = {}  # reached function -> the calls its constants rule out
+        _add_calls(self.graph, walk, self.pruned, log)
         _add_roots(self.graph, seeds)
         self.reach = _capture_reach(self.graph, resolver)
 
@@ -183,11 +183,10 @@ class _Walk:
     ) -> None:
         self.resolver = resolver
         self.contexts = contexts
-        self.calls_constants = constants
+        self.decide = constants
         self.bindings: dict[str, Bindings] = {}
         self.entered: dict[str, Context] = {}  # each reached function's own context
         self.constants: dict[str, Constants] = {}  # each reached function's constants
-        self.pruned: dict[str, list[Pruned]] = {}  # reached function -> the calls its constants rule out
         self.devices = devices  # another device family's code is not what a CUDA capture runs
         self._nested: dict[str, list[str]] = {}  # reached function -> reached functions nested in it
 
@@ -206,31 +205,32 @@ class _Walk:
                 own = self.bindings[current]
                 context = self.context(current)
                 constants = self.constants[current]
-                for call in self.live_calls(current, function):
+                for call in self.live_calls(current, function)[0]:
                     for callee in self.callees(function, call, own, context):
                         passed = self.resolver.callee_bindings(call, callee, own)
                         values = self.contexts.entered(current, call, callee, context) if self.contexts else {}
-                        held = self.calls_constants.entered(call, callee, constants)
+                        held = self.decide.entered(call, callee, constants)
                         if self._reach(callee, passed, values, held):
                             queue.append(callee)
                             queue.extend(self._nested.get(callee, ()))  # closures read its context
 
-    def live_calls(self, qualname: str, function: FunctionSummary) -> list[CallRef]:
-        """The calls of ``function`` its constants do not rule out (all, where it has none); the
-        ruled-out calls of project functions are kept for `graphlint captures`."""
+    def live_calls(
+        self, qualname: str, function: FunctionSummary
+    ) -> tuple[list[CallRef], list[tuple[CallRef, Pruned]]]:
+        """The calls of ``function`` its constants do not rule out (all, where it has none), and
+        the ruled-out ones with why."""
         constants = self.constants.get(qualname)
         if not constants or not function.decided_spans:
-            return function.calls
+            return function.calls, []
         path = self.resolver.functions[qualname][0]
-        live, pruned = [], []
+        live, ruled_out = [], []
         for call in function.calls:
-            why = self.calls_constants.pruned(path, function, call, constants)
+            why = self.decide.pruned(path, function, call, constants)
             if why is None:
                 live.append(call)
-            elif self.callees(function, call, self.bindings.get(qualname, {}), self.context(qualname)):
-                pruned.append(why)
-        self.pruned[qualname] = pruned
-        return live
+            else:
+                ruled_out.append((call, why))
+        return live, ruled_out
 
     def context(self, qualname: str) -> Context:
         """What a reached function's parameter calls (and its closures') see; {} when unknown."""
@@ -271,9 +271,11 @@ def _enclosing(qualname: str) -> Iterator[str]:
         yield qualname
 
 
-def _add_calls(graph: nx.DiGraph, walk: _Walk, log: ErrorLog) -> None:
+def _add_calls(graph: nx.DiGraph, walk: _Walk, pruned: dict[str, list[Pruned]], log: ErrorLog) -> None:
     """One edge per (caller, callee), in the order of the calls; the first call's line is its
-    ``line`` (the caller's file and name are the node's, in ``resolver.functions``).
+    ``line`` (the caller's file and name are the node's, in ``resolver.functions``). A call the
+    function's constants rule out has no edge; why goes into ``pruned``, with the final
+    constants (the walk only needs which calls are live).
 
     Edge data holds plain values (no `CallSite` per edge) and edges go in as one batch: on a
     large project (tens of thousands of edges) networkx's bookkeeping and the garbage
@@ -289,7 +291,10 @@ def _add_calls(graph: nx.DiGraph, walk: _Walk, log: ErrorLog) -> None:
         context = walk.context(qualname)
         with log.guard(path, function.line, f"following the calls of `{function.display}`"):
             callees_seen: set[str] = set()
-            for call in walk.live_calls(qualname, function):
+            live, ruled_out = walk.live_calls(qualname, function)
+            if ruled_out:  # for `graphlint captures`: the ruled-out calls of project functions
+                pruned[qualname] = [why for call, why in ruled_out if walk.callees(function, call, own, context)]
+            for call in live:
                 bound = isinstance(call.target, PARAMETER_TARGETS)
                 for callee in walk.callees(function, call, own, context):
                     if callee not in callees_seen:
@@ -312,7 +317,7 @@ def _add_flow_only_calls(graph: nx.DiGraph, walk: _Walk) -> None:
             continue
         function = resolver.functions[scope][1]
         constants = walk.constants.get(scope, {})
-        if in_guarded_code(function, line, column) or walk.calls_constants.dead(function, line, column, constants):
+        if in_guarded_code(function, line, column) or walk.decide.dead(function, line, column, constants):
             continue
         known = sorted(callee for callee in callees if callee in resolver.functions)
         for callee in walk.devices.cuda_callees(scope, known) if scope in walk.bindings else known:

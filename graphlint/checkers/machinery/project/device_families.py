@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from graphlint.checkers.machinery.core.model import ModuleSummary
+
 FAMILIES = frozenset({"npu", "xpu", "hpu", "mlu", "musa", "ascend", "habana", "gaudi", "tpu", "mps"})
 
 
@@ -27,9 +29,9 @@ def for_other_device(module: str) -> bool:
 class DeviceModules:
     """Which of the project's functions are another device family's, read once per file."""
 
-    def __init__(self, functions: Mapping[str, tuple[str, Any]], modules: Mapping[str, str]) -> None:
+    def __init__(self, functions: Mapping[str, tuple[str, Any]], summaries: Mapping[str, ModuleSummary]) -> None:
         self._functions = functions  # qualname -> (path, summary)
-        self._modules = modules  # path -> dotted module name
+        self._summaries = summaries  # path -> the file's summary (its module name)
         self._known: dict[str, bool] = {}
 
     def other(self, qualname: str) -> bool:
@@ -37,7 +39,7 @@ class DeviceModules:
         path = self._functions[qualname][0]
         found = self._known.get(path)
         if found is None:
-            found = self._known[path] = for_other_device(self._modules[path])
+            found = self._known[path] = for_other_device(self._summaries[path].module)
         return found
 
     def cuda_callees(self, caller: str, callees: list[str]) -> list[str]:

@@ -174,8 +174,8 @@ class Resolver:
         having = {cls for owner in self._defining.get(attr, ()) for cls in self.flow.hierarchy.cone(owner)}
         if len(having) > _MAX_DUCKS:
             return []
-        found = {self.method(cls, name) for cls in having} - {None}
-        return sorted(f for f in found if f is not None) if len(found) <= _MAX_DUCK_TARGETS else []
+        found = {target for cls in having if (target := self.method(cls, name)) is not None}
+        return sorted(found) if len(found) <= _MAX_DUCK_TARGETS else []
 
     def _instance_call(self, cls: str) -> list[str]:
         resolved = self.resolve_name(cls)

@@ -14,6 +14,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the runtime sanitizer needs a GPU"),
 ]
 
+import side_stream_captures  # noqa: E402
 from side_stream_captures import capture_side_write_then_read  # noqa: E402
 
 from graphlint.runtime_sanitizer.analysis.postprocess import finish  # noqa: E402
@@ -79,7 +80,7 @@ def test_plain_capture_reading_a_side_stream_write_before_the_join_is_gl504() ->
     _, _, _, guard, line = _plain_capture(join_first=False)
     findings = [f for f in finish(guard.findings) if not f.informational]
     assert [f.code for f in findings] == ["GL504"], findings
-    assert findings[0].path == __file__ and findings[0].line == line
+    assert findings[0].path == side_stream_captures.__file__ and findings[0].line == line
     assert "aten.mul.out" in findings[0].message and "aten.add.Tensor" in findings[0].message
     assert guard.graphs.analysed == 1 and guard.graphs.refused == []
 

@@ -17,6 +17,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the runtime sanitizer needs a GPU"),
 ]
 
+import side_stream_captures  # noqa: E402
 from side_stream_captures import capture_side_write_then_read  # noqa: E402
 
 from graphlint.runtime_sanitizer.analysis.postprocess import finish  # noqa: E402
@@ -40,23 +41,25 @@ def _capture_compiled(join_first: bool):
         add(triple(warm), warm)
     torch.cuda.synchronize()
     y, a, b, _, guard, line = capture_side_write_then_read(triple, add, join_first)
-    return y, a, b, guard, line
+    return y, a, b, guard, line, lambda a, b: add(triple(a), b)
 
 
 def test_a_compiled_read_of_a_side_stream_write_before_the_join_is_gl504() -> None:
-    _, _, _, guard, line = _capture_compiled(join_first=False)
+    _, _, _, guard, line, _ = _capture_compiled(join_first=False)
     findings = [f for f in finish(guard.findings) if not f.informational]
     assert guard.graphs.refused == [], guard.graphs.refused
     assert [f.code for f in findings] == ["GL504"], findings
-    assert findings[0].path == __file__ and findings[0].line == line
+    assert findings[0].path == side_stream_captures.__file__ and findings[0].line == line
     assert findings[0].message.count("triton triton_") == 2, findings[0].message
 
 
 def test_a_compiled_capture_joined_before_the_read_is_analysed_and_reports_nothing() -> None:
-    y, a, b, guard, _ = _capture_compiled(join_first=True)
+    y, a, b, guard, _, compiled = _capture_compiled(join_first=True)
     assert guard.graphs.seen == 1 and guard.graphs.analysed == 1 and guard.graphs.refused == []
     assert finish(guard.findings) == [] or all(f.informational for f in finish(guard.findings)), guard.findings
-    assert torch.allclose(y, _add(_triple(a), b))
+    # the replay runs the very kernels the compiled functions launch eagerly: equal bit for bit
+    # (eager ATen may differ in the last bits: Inductor fuses `a * 3.0 + 1.0` into one kernel)
+    assert torch.equal(y, compiled(a, b))
 
 
 def test_reduce_overhead_graphs_are_analysed_not_refused() -> None:

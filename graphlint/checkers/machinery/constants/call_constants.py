@@ -25,6 +25,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
 
 from graphlint.checkers.machinery.constants import param_tests
+from graphlint.checkers.machinery.constants.present_names import NOT_NONE
 from graphlint.checkers.machinery.core.call_targets import FunctionTarget, InstanceCall, MethodTarget, SuperCall
 from graphlint.checkers.machinery.core.model import CallRef, FunctionSummary
 
@@ -82,7 +83,7 @@ class CallConstants:
             else:
                 value = ""  # unknown: spread, or positions not certain
             if value[:1] == "@":
-                held = caller.get(value[1:])
+                held = _handed_on(value, caller)
                 if held is not None:
                     found[param] = held
             elif value:
@@ -150,3 +151,12 @@ class _Spans:
     def _end(self, index: int) -> tuple[int, int]:
         span = self.entries[index][2]
         return (span[2], span[3])
+
+
+def _handed_on(value: str, caller: Constants) -> frozenset[str] | None:
+    """What a caller's own parameter passed on (`@p`) holds: the caller's constants for it, less
+    None where the caller has shown it is not None (`@p!`), then at least `NOT_NONE`."""
+    if not value.endswith("!"):
+        return caller.get(value[1:])
+    held = caller.get(value[1:-1], frozenset()).difference(("None",))
+    return held or frozenset((NOT_NONE,))

@@ -15,7 +15,7 @@ be decided false by `p` alone. Evaluation is three-valued: a parameter that may 
 constants decides a test only if every one of them gives the same answer.
 
 Constants are kept as their `repr` (plain data in the cache) and read back with
-`ast.literal_eval`.
+`ast.literal_eval`; a value known only to be not None is `NOT_NONE` (`present_names`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Mapping
+
+from graphlint.checkers.machinery.constants.present_names import NOT_NONE, is_display
 
 # ("p", name): bool(name) | ("not", t) | ("and", t, ...) | ("or", t, ...)
 # ("is", name, literal) | ("==", name, literal) | ("in", name, (literal, ...)) | ("?",): unknown
@@ -145,6 +147,8 @@ def _junction(conjunction: bool, parts: tuple, constants: Constants) -> bool | N
 
 def _atom(test: Test, held: str) -> bool | None:
     tag = test[0]
+    if held == NOT_NONE:  # only identity with None is known: an empty dict is falsy, `==` may be anything
+        return False if tag == "is" and test[2] == "None" else None
     value = ast.literal_eval(held)
     if tag == "p":
         return bool(value)
@@ -181,11 +185,13 @@ def describe(test: Test) -> str:
     return "..."
 
 
-def passed(call: ast.Call, fixed: frozenset[str]) -> tuple[tuple[str, str], ...]:
+def passed(call: ast.Call, fixed: frozenset[str], present: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
     """What ``call`` passes, as far as constants go: ("#", count) of its positional arguments,
     (position, repr) for a constant, `@p` for a parameter of the caller's that is never rebound
-    (``fixed``), (keyword, "") for a keyword whose value is not one, and ("*", "") once it
-    spreads arguments: a callee parameter the call does not name may then receive anything."""
+    (``fixed``; `@p!` where it is known not None too), `NOT_NONE` for a display or a name known not None there (``present``,
+    `present_names`), (keyword, "") for a keyword whose value is none of these, and ("*", "")
+    once it spreads arguments: a callee parameter the call does not name may then receive
+    anything."""
     if not call.args and not call.keywords:
         return ()
     found: list[tuple[str, str]] = []
@@ -194,7 +200,7 @@ def passed(call: ast.Call, fixed: frozenset[str]) -> tuple[tuple[str, str], ...]
         if isinstance(arg, ast.Starred):
             found.append(("*", ""))
             break  # the positions after it are unknown
-        value = _argument(arg, fixed)
+        value = _argument(arg, fixed, present)
         if value is not None:
             found.append((str(count), value))
         count += 1
@@ -205,13 +211,15 @@ def passed(call: ast.Call, fixed: frozenset[str]) -> tuple[tuple[str, str], ...]
             if ("*", "") not in found:
                 found.append(("*", ""))
             continue
-        found.append((keyword.arg, _argument(keyword.value, fixed) or ""))
+        found.append((keyword.arg, _argument(keyword.value, fixed, present) or ""))
     return tuple(found)
 
 
-def _argument(node: ast.expr, fixed: frozenset[str]) -> str | None:
+def _argument(node: ast.expr, fixed: frozenset[str], present: frozenset[str]) -> str | None:
     if isinstance(node, ast.Name) and node.id in fixed:
-        return f"@{node.id}"
+        return f"@{node.id}!" if node.id in present else f"@{node.id}"  # `!`: and not None here
+    if (isinstance(node, ast.Name) and node.id in present) or is_display(node):
+        return NOT_NONE
     return literal(node)
 
 

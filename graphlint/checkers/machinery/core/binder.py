@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graphlint.checkers.machinery.constants import param_tests
+from graphlint.checkers.machinery.constants.present_names import Spans, holds, present_names
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.call_naming import CallNaming, hasattr_facts
 from graphlint.checkers.machinery.core.call_targets import CallTarget, FunctionTarget
@@ -126,6 +127,7 @@ class FunctionWalker(FlowState):
         self._duck_saved: dict[int, dict[str, frozenset[str]]] = {}  # id of an `if` -> facts before it
         self.fixed_params: frozenset[str] = frozenset()  # parameters never rebound (`param_tests`)
         self._param_stores: dict[str, int] = {}  # parameter -> the first line that rebinds it
+        self._present: Spans = {}  # local -> the lines where it is not None (`present_names`)
         if isinstance(node, FUNCTION_NODES):
             assigned = first_assignments(node)
             self.locals |= assigned.keys()
@@ -133,6 +135,8 @@ class FunctionWalker(FlowState):
             self.fixed_params = frozenset(self.summary.params).difference(assigned)
             self._param_stores = {name: assigned[name] for name in self.summary.params if name in assigned}
             self.summary.param_defaults = param_tests.defaults(node.args, self.summary.params)
+            if record:
+                self._present = present_names(node)
 
     @property
     def body(self) -> list[ast.stmt]:
@@ -329,7 +333,7 @@ class FunctionWalker(FlowState):
                     self.naming.typed_args(node),
                     end_line,
                     end_col,
-                    param_tests.passed(node, self._fixed_at(line)),
+                    param_tests.passed(node, self._fixed_at(line), self._present_at(line)),
                 )
             )
 
@@ -715,6 +719,10 @@ class FunctionWalker(FlowState):
             return self.fixed_params
         stores = self._param_stores
         return frozenset(name for name in self.summary.params if stores.get(name, line + 1) > line)
+
+    def _present_at(self, line: int) -> frozenset[str]:
+        """The locals known not None at ``line``: a call passing one passes `NOT_NONE`."""
+        return frozenset(name for name in self._present if holds(self._present, name, line))
 
     def _note_decided(self, test: ast.expr, needs: bool, nodes: list[ast.stmt]) -> None:
         """Code that runs only when a test on the parameters gives ``needs``: the project phase

@@ -17,11 +17,18 @@ from graphlint.checkers.machinery.constants.present_names import NOT_NONE, holds
 
 
 def _known_at_call(source: str, name: str) -> bool:
-    """Whether ``name`` is known not None at the call of `g` in the function ``source`` defines."""
-    function = ast.parse(textwrap.dedent(source)).body[0]
+    """Whether ``name`` is known not None at the call of `g` in the function ``source`` defines;
+    the same with the source text's filter, and with only the names the call passes asked for."""
+    text = textwrap.dedent(source)
+    function = ast.parse(text).body[0]
     assert isinstance(function, ast.FunctionDef)
     call = next(n for n in ast.walk(function) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "g")
-    return holds(present_names(function), name, call.lineno)
+    known = holds(present_names(function), name, call.lineno)
+    passed = [*call.args, *(k.value for k in call.keywords)]
+    wanted = frozenset(arg.id for arg in passed if isinstance(arg, ast.Name)) | {name}
+    filtered = present_names(function, text.splitlines(), wanted, call.lineno)
+    assert holds(filtered, name, call.lineno) == known
+    return known
 
 
 @pytest.mark.parametrize(

@@ -19,12 +19,17 @@ a loop's body), a name is known not None from the end of a statement that:
 to the end of that block. In the arm of `if n is not None:` (`if n:`, `while n:`, the `else`
 of `if n is None:`) it is known not None throughout. Statements of a block run in order on
 every path that gets past them, so each fact holds to the block's end, provided nothing binds
-the name again from the statement that showed it to there (any binding at all: an
-assignment in a branch, a loop target, a walrus, `del`).
+the name again from the statement that showed it to there (any binding a statement makes: an
+assignment in a branch, a loop target, `del`, `global`; a walrus inside an expression is not
+seen, as the parameters' own rebinding is not in `syntax.first_assignments`).
 
 A local whose every binding is a plain `name = value` with a value that is never None (a
 constant other than None, a display, a comparison, `not x`, `bool(...)`, `len(...)`) is known
 not None wherever it is read: `full = True` on one arm and `full = bool(mask)` on the other.
+
+The binder asks only about names a call passes by keyword, as far as its last such call
+(`FunctionWalker.walk_function`), and the source text tells which statements name them at all:
+reading every name of every function cost a tenth of a cold run.
 
 The file phase cannot know what a name holds, only that it is not None; `param_tests` reads
 `NOT_NONE` as deciding `p is None` and `p is not None` and nothing else (an empty dict is
@@ -34,10 +39,12 @@ falsy).
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, exits, own_expressions
+from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, bound_names, exits, own_expressions, statements
 
 NOT_NONE = "<not None>"
 # builtins whose result is never None (a module that rebinds one of these names is not expected)
@@ -66,12 +73,44 @@ def is_display(node: ast.expr) -> bool:
 Spans = dict[str, list[tuple[int, int]]]  # name -> the (first, last) lines where it is not None
 
 
-def present_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Spans:
-    """Each local name known not None, with the line spans where it is (see the module)."""
+def present_names(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    source: Sequence[str] = (),
+    wanted: frozenset[str] | None = None,
+    until: int = sys.maxsize,
+) -> Spans:
+    """Each local name known not None (of ``wanted``, and the names they are bound from, when
+    given), with the line spans where it is (see the module), as far as line ``until``.
+    ``source``, the module's lines, lets a statement whose text dereferences no such name skip
+    the walk for dereferences (most do: that walk is the costly part)."""
     lines, values = _bindings(function)
-    found: Spans = {name: [(0, sys.maxsize)] for name in _never_none_locals(function, lines, values)}
-    _block(function.body, lines, found)
+    candidates = _candidates(function, lines, values, wanted)
+    never = (name for name in _never_none_locals(function, lines, values) if name in candidates)
+    found: Spans = {name: [(0, sys.maxsize)] for name in never}
+    if not candidates:
+        return found
+    mentions = _mentions(function, source, candidates, until) if source else None
+    _Reader(lines, found, candidates, mentions, until).block(function.body)
     return found
+
+
+def _mentions(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, source: Sequence[str], candidates: frozenset[str], until: int
+) -> dict[int, frozenset[str]]:
+    """From the text alone, cheaply: each line naming a candidate, with the candidates it has
+    as `name.` or `name[`. A statement that names none shows nothing about them, and one without a
+    dereference in its text dereferences none (text inside strings may over-match: a read more)."""
+    found = {}
+    last = min(function.end_lineno or function.lineno, until, len(source))
+    for line in range(function.lineno, last + 1):
+        text = source[line - 1]
+        if any(name in text for name in candidates) and not candidates.isdisjoint(_WORD.findall(text)):
+            found[line] = candidates.intersection(_DEREFERENCED.findall(text))
+    return found
+
+
+_WORD = re.compile(r"\w+")
+_DEREFERENCED = re.compile(r"(?<![\w.])(\w+)\s*[.\[]")  # `name.` or `name[`
 
 
 def holds(found: Spans, name: str, line: int) -> bool:
@@ -79,30 +118,90 @@ def holds(found: Spans, name: str, line: int) -> bool:
     return any(first <= line <= last for first, last in found.get(name, ()))
 
 
-def _block(body: list[ast.stmt], lines: dict[str, list[int]], found: Spans) -> None:
-    """The facts the statements of one block show, to its end, then those of its inner blocks."""
-    end = body[-1].end_lineno or body[-1].lineno
-    for stmt in body:
-        after = (stmt.end_lineno or stmt.lineno) + 1
-        for name in _shown_not_none(stmt):
-            _note(found, lines, name, (after, end), stmt.lineno)
-        alias = _bound_to_present(stmt, found)
-        if alias is not None:
-            _note(found, lines, alias, (after, end), after)
-        for arm, names in _arms(stmt):
-            for name in names:
-                _note(found, lines, name, (arm[0].lineno, arm[-1].end_lineno or arm[-1].lineno), arm[0].lineno)
-        for inner in _inner_blocks(stmt):
-            _block(inner, lines, found)
+def _candidates(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    lines: dict[str, list[int]],
+    values: dict[str, list[ast.expr | None]],
+    wanted: frozenset[str] | None,
+) -> frozenset[str]:
+    """The locals worth showing not None: ``wanted`` and the names they are bound from
+    (`m = n`), or every local; never `self`, which is never None and in most statements."""
+    if wanted is None:
+        args = function.args
+        names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+        names.update(lines)
+    else:
+        names = set(wanted)
+        for name in wanted:
+            names.update(value.id for value in values.get(name, ()) if isinstance(value, ast.Name))
+    return frozenset(names.difference(("self", "cls")))
 
 
-def _note(found: Spans, lines: dict[str, list[int]], name: str, span: tuple[int, int], unbound_from: int) -> None:
-    """Record ``span`` for ``name`` unless something binds it between ``unbound_from`` and the span's end."""
-    bound = lines.get(name, ())
-    if sys.maxsize in bound:
-        return  # a global or nonlocal: bound elsewhere, at any time
-    if span[0] <= span[1] and not any(unbound_from <= line <= span[1] for line in bound):
-        found.setdefault(name, []).append(span)
+class _Reader:
+    """The facts the statements of each block show, to the block's end (see the module)."""
+
+    def __init__(
+        self,
+        lines: dict[str, list[int]],
+        found: Spans,
+        candidates: frozenset[str],
+        mentions: dict[int, frozenset[str]] | None,
+        until: int,
+    ) -> None:
+        self.lines = lines
+        self.found = found
+        self.candidates = candidates
+        self.mentions = mentions  # None: no source, every statement may name and dereference one
+        self.lines_named = sorted(mentions) if mentions is not None else []
+        self.until = until
+
+    def block(self, body: list[ast.stmt]) -> None:
+        end = body[-1].end_lineno or body[-1].lineno
+        for stmt in body:
+            if stmt.lineno > self.until:
+                return  # nothing asks below: a fact shown here holds only further down
+            if not self._names_a_candidate(stmt):
+                continue
+            after = (stmt.end_lineno or stmt.lineno) + 1
+            inner = list(_inner_blocks(stmt))
+            for name in _shown_not_none(stmt, self._may_dereference(stmt, inner)):
+                self._note(name, (after, end), stmt.lineno)
+            alias = _bound_to_present(stmt, self.found)
+            if alias is not None:
+                self._note(alias, (after, end), after)
+            for arm, names in _arms(stmt):
+                for name in names:
+                    self._note(name, (arm[0].lineno, arm[-1].end_lineno or arm[-1].lineno), arm[0].lineno)
+            for block in inner:
+                self.block(block)
+
+    def _names_a_candidate(self, stmt: ast.stmt) -> bool:
+        """Whether any line of ``stmt`` (its inner blocks included) names a candidate."""
+        if self.mentions is None:
+            return True
+        at = bisect.bisect_left(self.lines_named, stmt.lineno)
+        return at < len(self.lines_named) and self.lines_named[at] <= (stmt.end_lineno or stmt.lineno)
+
+    def _may_dereference(self, stmt: ast.stmt, inner: list[list[ast.stmt]]) -> bool:
+        """Whether the text of ``stmt``'s own expressions (a compound statement's header) may
+        dereference a candidate not already known not None there."""
+        if self.mentions is None:
+            return True
+        last = min(block[0].lineno for block in inner) - 1 if inner else stmt.end_lineno or stmt.lineno
+        for line in range(stmt.lineno, max(last, stmt.lineno) + 1):
+            if any(not holds(self.found, name, stmt.lineno) for name in self.mentions.get(line, ())):
+                return True
+        return False
+
+    def _note(self, name: str, span: tuple[int, int], unbound_from: int) -> None:
+        """Record ``span`` for ``name`` unless something binds it between ``unbound_from`` and the span's end."""
+        if name not in self.candidates:
+            return
+        bound = self.lines.get(name, ())
+        if sys.maxsize in bound:
+            return  # a global or nonlocal: bound elsewhere, at any time
+        if span[0] <= span[1] and not any(unbound_from <= line <= span[1] for line in bound):
+            self.found.setdefault(name, []).append(span)
 
 
 def _arms(stmt: ast.stmt) -> Iterator[tuple[list[ast.stmt], Iterator[str]]]:
@@ -157,12 +256,14 @@ def _never_none(value: ast.expr | None) -> bool:
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _BUILTINS
 
 
-def _shown_not_none(stmt: ast.stmt) -> Iterator[str]:
+def _shown_not_none(stmt: ast.stmt, may_dereference: bool) -> Iterator[str]:
     """The names ``stmt`` shows are not None once it completes."""
     if isinstance(stmt, ast.Assert):
         yield from _tested_not_none(stmt.test)
     if isinstance(stmt, ast.If) and not stmt.orelse and exits(stmt.body):
         yield from _tested_none(stmt.test)
+    if not may_dereference:
+        return
     for expr in own_expressions(stmt):
         for node in _unconditional(expr):
             name = _dereferenced(node)
@@ -240,37 +341,56 @@ def _unconditional(expr: ast.AST) -> Iterator[ast.AST]:
 def _bindings(
     function: ast.FunctionDef | ast.AsyncFunctionDef,
 ) -> tuple[dict[str, list[int]], dict[str, list[ast.expr | None]]]:
-    """Every line that binds or deletes each name in the function's own scope, and what each
-    binding gives where it is a plain `name = value` (None otherwise)."""
+    """Every line a statement of the function's own scope binds or deletes each name on, and
+    what each binding gives where it is a plain `name = value` (None otherwise). Statements
+    only, as `syntax.first_assignments` reads them: a walrus inside an expression is not seen."""
     lines: dict[str, list[int]] = {}
     values: dict[str, list[ast.expr | None]] = {}
-    plain: dict[int, ast.expr] = {}  # id of a Name target -> the value bound to it
-    stack: list[ast.AST] = list(function.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                plain[id(target)] = node.value  # popped before its targets: they are pushed below
-        for name in _bound_here(node):
-            lines.setdefault(name, []).append(getattr(node, "lineno", 0))
-            values.setdefault(name, []).append(plain.get(id(node)))
-        if isinstance(node, (ast.Global, ast.Nonlocal)):
-            for name in node.names:  # bound elsewhere, at any time: never known here
-                lines.setdefault(name, []).append(sys.maxsize)
-        if not isinstance(node, (*FUNCTION_NODES, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
-    return {name: sorted(found) for name, found in lines.items()}, values
+    for stmt in statements(function.body):
+        for name, value in _bound_by(stmt):
+            lines.setdefault(name, []).append(sys.maxsize if value is _ANYTIME else stmt.lineno)
+            values.setdefault(name, []).append(value if isinstance(value, ast.expr) else None)
+    return lines, values
 
 
-def _bound_here(node: ast.AST) -> Iterator[str]:
-    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-        yield node.id
-    elif isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
-        yield node.name
-    elif isinstance(node, (ast.Import, ast.ImportFrom)):
-        for alias in node.names:
-            yield (alias.asname or alias.name).split(".")[0]
-    elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
-        yield node.name
-    elif isinstance(node, ast.MatchMapping) and node.rest:
-        yield node.rest
+_ANYTIME = object()  # a global or nonlocal name: bound elsewhere, at any time
+
+
+def _bound_by(stmt: ast.stmt) -> Iterator[tuple[str, object]]:
+    """(name, the value a plain `name = value` gives it, else None) for each name ``stmt`` binds."""
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if stmt.value is not None else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                yield target.id, stmt.value
+            else:
+                yield from ((name, None) for name in bound_names(target))
+    elif isinstance(stmt, (ast.AugAssign, ast.For, ast.AsyncFor)):
+        yield from ((name, None) for name in bound_names(stmt.target))
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        for item in stmt.items:
+            if item.optional_vars is not None:
+                yield from ((name, None) for name in bound_names(item.optional_vars))
+    elif isinstance(stmt, ast.Delete):
+        for target in stmt.targets:
+            yield from ((name, None) for name in bound_names(target))
+    elif isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
+        yield stmt.name, None
+    elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        yield from (((alias.asname or alias.name).split(".")[0], None) for alias in stmt.names)
+    elif isinstance(stmt, (ast.Global, ast.Nonlocal)):
+        yield from ((name, _ANYTIME) for name in stmt.names)
+    else:
+        yield from _handler_and_pattern_names(stmt)
+
+
+def _handler_and_pattern_names(stmt: ast.stmt) -> Iterator[tuple[str, object]]:
+    """`except E as name:` and the names a `match` statement's patterns capture."""
+    for handler in getattr(stmt, "handlers", ()):
+        if handler.name:
+            yield handler.name, None
+    for case in getattr(stmt, "cases", ()):
+        for node in ast.walk(case.pattern):
+            name = getattr(node, "name", None) or getattr(node, "rest", None)
+            if isinstance(name, str):
+                yield name, None

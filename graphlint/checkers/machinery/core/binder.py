@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graphlint.checkers.machinery.constants import param_tests
-from graphlint.checkers.machinery.constants.present_names import Spans, holds, present_names
+from graphlint.checkers.machinery.constants.present_names import holds, present_names
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.call_naming import CallNaming, hasattr_facts
 from graphlint.checkers.machinery.core.call_targets import CallTarget, FunctionTarget
@@ -46,6 +46,16 @@ from graphlint.findings import Fix
 
 STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.streams.StreamContext"})
 _AUTOCAST = frozenset({"torch.autocast", "torch.cuda.amp.autocast"})
+
+
+_RECEIVERS = frozenset({"self", "cls"})  # never None: not worth reading the function for
+
+
+def _keyword_names(call: ast.Call) -> set[str]:
+    """The locals a call passes by keyword (`metadata=metadata`): how an optional parameter,
+    one with a `None` default its callee tests, is usually given. Reading the function for what
+    is not None costs about a tenth of a cold run when asked for every name a call passes."""
+    return {kw.value.id for kw in call.keywords if isinstance(kw.value, ast.Name)} - _RECEIVERS
 
 
 @dataclass
@@ -127,7 +137,8 @@ class FunctionWalker(FlowState):
         self._duck_saved: dict[int, dict[str, frozenset[str]]] = {}  # id of an `if` -> facts before it
         self.fixed_params: frozenset[str] = frozenset()  # parameters never rebound (`param_tests`)
         self._param_stores: dict[str, int] = {}  # parameter -> the first line that rebinds it
-        self._present: Spans = {}  # local -> the lines where it is not None (`present_names`)
+        # calls passing a name, with the parameters fixed there: `walk_function` adds what is not None
+        self._named_calls: list[tuple[CallRef, ast.Call, frozenset[str]]] = []
         if isinstance(node, FUNCTION_NODES):
             assigned = first_assignments(node)
             self.locals |= assigned.keys()
@@ -135,8 +146,6 @@ class FunctionWalker(FlowState):
             self.fixed_params = frozenset(self.summary.params).difference(assigned)
             self._param_stores = {name: assigned[name] for name in self.summary.params if name in assigned}
             self.summary.param_defaults = param_tests.defaults(node.args, self.summary.params)
-            if record:
-                self._present = present_names(node)
 
     @property
     def body(self) -> list[ast.stmt]:
@@ -324,6 +333,7 @@ class FunctionWalker(FlowState):
     def record_call(self, target: CallTarget, node: ast.Call) -> None:
         if self.record and not self.guarded:
             line, col, end_line, end_col = self.st.span(node)
+            fixed = self._fixed_at(line)
             self.summary.calls.append(
                 CallRef(
                     target,
@@ -333,9 +343,25 @@ class FunctionWalker(FlowState):
                     self.naming.typed_args(node),
                     end_line,
                     end_col,
-                    param_tests.passed(node, self._fixed_at(line), self._present_at(line)),
+                    param_tests.passed(node, fixed),
                 )
             )
+            if _keyword_names(node):
+                self._named_calls.append((self.summary.calls[-1], node, fixed))
+
+    def walk_function(self) -> None:
+        """Walk the function's body, then give the calls that pass a name by keyword what
+        `present_names` knows there: read once, at the end, for those names only."""
+        self.walk_body(self.body)
+        if not self._named_calls or not isinstance(self.node, FUNCTION_NODES):
+            return
+        wanted = set().union(*(_keyword_names(call) for _, call, _ in self._named_calls))
+        until = max(ref.line for ref, _, _ in self._named_calls)
+        present = present_names(self.node, self.st.lines, frozenset(wanted), until)
+        for ref, call, fixed in self._named_calls:
+            known = frozenset(name for name in present if holds(present, name, ref.line))
+            if known:
+                ref.passed = param_tests.passed(call, fixed, known & _keyword_names(call))
 
     def _new_region(self, node: ast.stmt, label: str, target: CallTarget | None, kind: str = GRAPH) -> int:
         self.st.summary.regions.append(Region(node.lineno, label, target, kind))
@@ -561,7 +587,7 @@ class FunctionWalker(FlowState):
             outer = self
         self._decorators(node, qualname)
         walker = FunctionWalker(self.st, qualname, display, None, node, outer=outer, record=self.record)
-        walker.walk_body(node.body)
+        walker.walk_function()
 
     def _class_body(self, node: ast.ClassDef, qualname: str) -> None:
         for item in node.body:
@@ -570,7 +596,7 @@ class FunctionWalker(FlowState):
                 self._decorators(item, method_qualname)
                 display = f"{node.name}.{item.name}"
                 walker = FunctionWalker(self.st, method_qualname, display, qualname, item, None, self.record)
-                walker.walk_body(item.body)
+                walker.walk_function()
             elif isinstance(item, ast.ClassDef):
                 self._class_body(item, f"{qualname}.{item.name}")
 
@@ -719,10 +745,6 @@ class FunctionWalker(FlowState):
             return self.fixed_params
         stores = self._param_stores
         return frozenset(name for name in self.summary.params if stores.get(name, line + 1) > line)
-
-    def _present_at(self, line: int) -> frozenset[str]:
-        """The locals known not None at ``line``: a call passing one passes `NOT_NONE`."""
-        return frozenset(name for name in self._present if holds(self._present, name, line))
 
     def _note_decided(self, test: ast.expr, needs: bool, nodes: list[ast.stmt]) -> None:
         """Code that runs only when a test on the parameters gives ``needs``: the project phase

@@ -73,6 +73,10 @@ def test_what_shows_a_name_is_not_none(source: str, name: str) -> None:
         ("def f(v):\n    if v is None:\n        log()\n    g(m=v)\n", "v"),  # the check does not leave
         ("def f(v):\n    if v is None:\n        return\n    else:\n        pass\n    g(m=v)\n", "v"),
         ("def f(v, c):\n    m = v if c else None\n    g(m=m)\n", "m"),
+        ("def f(v, c):\n    v.pop('x')\n    try:\n        c()\n    except E as v:\n        pass\n    g(m=v)\n", "v"),
+        ("def f(v, c):\n    v.pop('x')\n    match c:\n        case [v]:\n            pass\n    g(m=v)\n", "v"),
+        ("def f(v, c):\n    v.pop('x')\n    with c as v:\n        pass\n    g(m=v)\n", "v"),
+        ("def f(v):\n    v.pop('x')\n    import v\n    g(m=v)\n", "v"),
         ("def f(c):\n    m = None\n    if c:\n        m = True\n    g(m=m)\n", "m"),
         ("def f(c):\n    for m in c:\n        pass\n    g(m=m)\n", "m"),
         ("def f(c):\n    m = True\n    m += c\n    g(m=m)\n", "m"),

@@ -264,6 +264,38 @@ def costs(build, make_inputs, dtype, batch: int = 2) -> dict:
     }
 
 
+def divergence(build, make_inputs, dtype, batch: int = 2, calls: int = 3) -> dict:
+    """Why a capturable row differs from eager, with no launcher involved: whether eager itself
+    gives NaN or infinity on fresh inputs, and where PyTorch's own recipe (copy in, replay)
+    gives a non-finite value eager does not. The launcher's self-check fails a call only on the
+    second kind, so this tells a graph that goes NaN on its own from one the launcher broke
+    (issue #34: levit_128s in bfloat16 passed the self-check and then gave NaN)."""
+    model = build().cuda().eval().to(dtype)
+    cast = lambda t: t.cuda().to(dtype) if t.is_floating_point() else t.cuda()  # noqa: E731
+    first = lambda out: (out if isinstance(out, torch.Tensor) else out[0]).float()  # noqa: E731
+    static = tuple(cast(t) for t in make_inputs(batch))
+    eager_nonfinite, graph_only_nonfinite, worst = 0, 0, 0.0
+    with torch.inference_mode():
+        graph, static_out = zoo.capture_plainly(model, static)
+        for _ in range(calls):
+            fresh = tuple(cast(t) for t in make_inputs(batch))
+            for mine, theirs in zip(static, fresh, strict=True):
+                mine.copy_(theirs)
+            graph.replay()
+            replayed, expected = first(static_out).clone(), first(model(*fresh))
+            finite = torch.isfinite(expected)
+            eager_nonfinite += int(not bool(finite.all()))
+            graph_only_nonfinite += int((finite & ~torch.isfinite(replayed)).sum())
+            both = finite & torch.isfinite(replayed)
+            if bool(both.any()):
+                worst = max(worst, (replayed[both] - expected[both]).abs().max().item())
+    return {
+        "eager_nonfinite_calls": f"{eager_nonfinite}/{calls}",
+        "plain_graph_nonfinite_where_eager_finite": graph_only_nonfinite,
+        "plain_graph_max_abs_err_where_both_finite": worst,
+    }
+
+
 def run_row(name, build, make_inputs, dtype, max_params: int) -> dict:
     size = sum(p.numel() for p in build().parameters())
     if size > max_params:
@@ -275,6 +307,11 @@ def run_row(name, build, make_inputs, dtype, max_params: int) -> dict:
         result["where"] = traceback.format_exc().splitlines()[-3][:160]
     if not result["pass"]:
         result.update(zoo._capturable(build, make_inputs, dtype))
+        if result.get("capturable") and "mismatch vs eager" in result.get("cause", ""):
+            try:
+                result["divergence"] = divergence(build, make_inputs, dtype)
+            except Exception as error:  # a diagnosis: the row stays failed either way
+                result["divergence"] = f"not measured: {type(error).__name__}: {str(error)[:120]}"
         return result
     try:
         result.update(costs(build, make_inputs, dtype))

@@ -238,12 +238,11 @@ def costs(build, make_inputs, dtype, batch: int = 2) -> dict:
     from graphlint.launcher.launcher import ParameterizedLauncher
 
     model = build().cuda().eval().to(dtype)
-    cast = lambda t: t.cuda().to(dtype) if t.is_floating_point() else t.cuda()  # noqa: E731
-    pool = [tuple(cast(t) for t in make_inputs(batch)) for _ in range(4)]
+    pool = [zoo.inputs_on_device(make_inputs, dtype, batch) for _ in range(4)]
     with torch.inference_mode():
         static = tuple(t.clone() for t in pool[0])
         graph, static_out = zoo.capture_plainly(model, static)
-        static_out = static_out if isinstance(static_out, torch.Tensor) else static_out[0]
+        static_out = zoo.first_output(static_out)
 
         def replay(inputs):
             for mine, theirs in zip(static, inputs, strict=True):
@@ -271,18 +270,17 @@ def divergence(build, make_inputs, dtype, batch: int = 2, calls: int = 3) -> dic
     second kind, so this tells a graph that goes NaN on its own from one the launcher broke
     (issue #34: levit_128s in bfloat16 passed the self-check and then gave NaN)."""
     model = build().cuda().eval().to(dtype)
-    cast = lambda t: t.cuda().to(dtype) if t.is_floating_point() else t.cuda()  # noqa: E731
-    first = lambda out: (out if isinstance(out, torch.Tensor) else out[0]).float()  # noqa: E731
-    static = tuple(cast(t) for t in make_inputs(batch))
+    static = zoo.inputs_on_device(make_inputs, dtype, batch)
     eager_nonfinite, graph_only_nonfinite, worst = 0, 0, 0.0
     with torch.inference_mode():
         graph, static_out = zoo.capture_plainly(model, static)
         for _ in range(calls):
-            fresh = tuple(cast(t) for t in make_inputs(batch))
+            fresh = zoo.inputs_on_device(make_inputs, dtype, batch)
             for mine, theirs in zip(static, fresh, strict=True):
                 mine.copy_(theirs)
             graph.replay()
-            replayed, expected = first(static_out).clone(), first(model(*fresh))
+            replayed = zoo.first_output(static_out).float().clone()  # the next replay overwrites it
+            expected = zoo.first_output(model(*fresh)).float()
             finite = torch.isfinite(expected)
             eager_nonfinite += int(not bool(finite.all()))
             graph_only_nonfinite += int((finite & ~torch.isfinite(replayed)).sum())

@@ -122,14 +122,23 @@ class _LastHidden(torch.nn.Module):
         )
 
 
+def inputs_on_device(make_inputs, dtype, batch: int) -> tuple:
+    """The model's inputs on the GPU, floating-point ones in ``dtype`` (token ids stay integers)."""
+    return tuple(t.cuda().to(dtype) if t.is_floating_point() else t.cuda() for t in make_inputs(batch))
+
+
+def first_output(out):
+    """The tensor the zoo compares: a model's output, or the first of the several it returns."""
+    return out if isinstance(out, torch.Tensor) else out[0]
+
+
 def run_one(name, build, make_inputs, dtype, batch=2):
     from graphlint.launcher.launcher import ParameterizedLauncher
 
     model = build().cuda().eval()
     if dtype != torch.float32:
         model = model.to(dtype)
-    cast = lambda t: t.cuda().to(dtype) if t.is_floating_point() else t.cuda()  # noqa: E731
-    sample = tuple(cast(t) for t in make_inputs(batch))
+    sample = inputs_on_device(make_inputs, dtype, batch)
     with torch.inference_mode():
         model(*sample)
         with warnings.catch_warnings(record=True) as caught:
@@ -141,10 +150,9 @@ def run_one(name, build, make_inputs, dtype, batch=2):
             exact = 0
             rtol, atol = TOLERANCE[dtype]
             for _ in range(3):
-                fresh = tuple(cast(t) for t in make_inputs(batch))
+                fresh = inputs_on_device(make_inputs, dtype, batch)
                 outs = launcher(*fresh)
-                expected = model(*fresh)
-                expected = expected if isinstance(expected, torch.Tensor) else expected[0]
+                expected = first_output(model(*fresh))
                 if not torch.allclose(outs[0].float(), expected.float(), rtol=rtol, atol=atol):
                     err = (outs[0].float() - expected.float()).abs().max().item()
                     return {"pass": False, "cause": f"mismatch vs eager, max abs err {err:.3g}"}
@@ -182,7 +190,7 @@ def plain_capture(build, make_inputs, dtype, batch=2) -> dict | None:
     model = build().cuda().eval()
     if dtype != torch.float32:
         model = model.to(dtype)
-    sample = tuple(t.cuda().to(dtype) if t.is_floating_point() else t.cuda() for t in make_inputs(batch))
+    sample = inputs_on_device(make_inputs, dtype, batch)
     try:
         with torch.inference_mode():
             capture_plainly(model, sample)

@@ -188,10 +188,10 @@ def describe(test: Test) -> str:
 def passed(call: ast.Call, fixed: frozenset[str], present: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
     """What ``call`` passes, as far as constants go: ("#", count) of its positional arguments,
     (position, repr) for a constant, `@p` for a parameter of the caller's that is never rebound
-    (``fixed``; `@p!` where it is known not None too), `NOT_NONE` for a display or a name known not None there (``present``,
-    `present_names`), (keyword, "") for a keyword whose value is none of these, and ("*", "")
-    once it spreads arguments: a callee parameter the call does not name may then receive
-    anything."""
+    (``fixed``; `@p!` where it is also known not None), `NOT_NONE` for a display or a name known
+    not None there (``present``, `present_names`), (keyword, "") for a keyword whose value is
+    none of these, and ("*", "") once it spreads arguments: a callee parameter the call does not
+    name may then receive anything."""
     if not call.args and not call.keywords:
         return ()
     found: list[tuple[str, str]] = []

@@ -47,6 +47,7 @@ from collections.abc import Iterator, Sequence
 from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, bound_names, exits, own_expressions, statements
 
 NOT_NONE = "<not None>"
+RECEIVERS = frozenset({"self", "cls"})  # never None, and named by most statements: never asked about
 # builtins whose result is never None (a module that rebinds one of these names is not expected)
 _BUILTINS = frozenset(
     {"bool", "int", "float", "str", "len", "list", "dict", "tuple", "set", "frozenset", "range", "isinstance"}
@@ -134,7 +135,7 @@ def _candidates(
         names = set(wanted)
         for name in wanted:
             names.update(value.id for value in values.get(name, ()) if isinstance(value, ast.Name))
-    return frozenset(names.difference(("self", "cls")))
+    return frozenset(names.difference(RECEIVERS))
 
 
 class _Reader:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graphlint.checkers.machinery.constants import param_tests
-from graphlint.checkers.machinery.constants.present_names import holds, present_names
+from graphlint.checkers.machinery.constants.present_names import RECEIVERS, holds, present_names
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.call_naming import CallNaming, hasattr_facts
 from graphlint.checkers.machinery.core.call_targets import CallTarget, FunctionTarget
@@ -48,14 +48,11 @@ STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext", "t
 _AUTOCAST = frozenset({"torch.autocast", "torch.cuda.amp.autocast"})
 
 
-_RECEIVERS = frozenset({"self", "cls"})  # never None: not worth reading the function for
-
-
-def _keyword_names(call: ast.Call) -> set[str]:
+def _keyword_names(call: ast.Call) -> frozenset[str]:
     """The locals a call passes by keyword (`metadata=metadata`): how an optional parameter,
     one with a `None` default its callee tests, is usually given. Reading the function for what
     is not None costs about a tenth of a cold run when asked for every name a call passes."""
-    return {kw.value.id for kw in call.keywords if isinstance(kw.value, ast.Name)} - _RECEIVERS
+    return frozenset(kw.value.id for kw in call.keywords if isinstance(kw.value, ast.Name)) - RECEIVERS
 
 
 @dataclass
@@ -137,8 +134,9 @@ class FunctionWalker(FlowState):
         self._duck_saved: dict[int, dict[str, frozenset[str]]] = {}  # id of an `if` -> facts before it
         self.fixed_params: frozenset[str] = frozenset()  # parameters never rebound (`param_tests`)
         self._param_stores: dict[str, int] = {}  # parameter -> the first line that rebinds it
-        # calls passing a name, with the parameters fixed there: `walk_function` adds what is not None
-        self._named_calls: list[tuple[CallRef, ast.Call, frozenset[str]]] = []
+        # calls passing names by keyword, with those names and the parameters fixed there:
+        # `walk_function` adds what is not None
+        self._named_calls: list[tuple[CallRef, ast.Call, frozenset[str], frozenset[str]]] = []
         if isinstance(node, FUNCTION_NODES):
             assigned = first_assignments(node)
             self.locals |= assigned.keys()
@@ -346,8 +344,9 @@ class FunctionWalker(FlowState):
                     param_tests.passed(node, fixed),
                 )
             )
-            if _keyword_names(node):
-                self._named_calls.append((self.summary.calls[-1], node, fixed))
+            names = _keyword_names(node)
+            if names:
+                self._named_calls.append((self.summary.calls[-1], node, names, fixed))
 
     def walk_function(self) -> None:
         """Walk the function's body, then give the calls that pass a name by keyword what
@@ -355,13 +354,13 @@ class FunctionWalker(FlowState):
         self.walk_body(self.body)
         if not self._named_calls or not isinstance(self.node, FUNCTION_NODES):
             return
-        wanted = set().union(*(_keyword_names(call) for _, call, _ in self._named_calls))
-        until = max(ref.line for ref, _, _ in self._named_calls)
-        present = present_names(self.node, self.st.lines, frozenset(wanted), until)
-        for ref, call, fixed in self._named_calls:
-            known = frozenset(name for name in present if holds(present, name, ref.line))
+        wanted = frozenset().union(*(names for _, _, names, _ in self._named_calls))
+        until = max(ref.line for ref, *_ in self._named_calls)
+        present = present_names(self.node, self.st.lines, wanted, until)
+        for ref, call, names, fixed in self._named_calls:
+            known = frozenset(name for name in names if holds(present, name, ref.line))
             if known:
-                ref.passed = param_tests.passed(call, fixed, known & _keyword_names(call))
+                ref.passed = param_tests.passed(call, fixed, known)
 
     def _new_region(self, node: ast.stmt, label: str, target: CallTarget | None, kind: str = GRAPH) -> int:
         self.st.summary.regions.append(Region(node.lineno, label, target, kind))

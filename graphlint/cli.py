@@ -156,6 +156,12 @@ def _add_sanitize_parser(commands: argparse._SubParsersAction) -> None:
         "NaN reached (GL511); changes a buggy program's results on purpose",
     )
     sanitize_parser.add_argument(
+        "--compare-eager",
+        action="store_true",
+        help="run each captured `with torch.cuda.graph` block again eagerly before each replay, undoing what it "
+        "writes, and name the first operator where the replay differs (GL512); about doubles the run's GPU work",
+    )
+    sanitize_parser.add_argument(
         "--no-coverage",
         dest="coverage",
         action="store_false",
@@ -459,7 +465,15 @@ def _sanitize(args: argparse.Namespace) -> int:
             )
         if args.require_graphed is not None and not args.coverage:
             raise _UsageError("--require-graphed needs the coverage report: drop --no-coverage")
-        outcome = run(command, graph_dir=args.graph_dir, poison=args.poison, coverage=args.coverage)
+        if args.poison and args.compare_eager:
+            raise _UsageError("--poison and --compare-eager cannot be combined: poison changes what a replay reads")
+        outcome = run(
+            command,
+            graph_dir=args.graph_dir,
+            poison=args.poison,
+            coverage=args.coverage,
+            compare_eager=args.compare_eager,
+        )
         where = (program_name(interpreter_arguments(command)), 1)
     except UsageError as error:
         raise _UsageError(str(error)) from None

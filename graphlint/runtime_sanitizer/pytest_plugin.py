@@ -72,6 +72,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "first output read the NaN reached (GL511); a buggy test's results change on purpose",
     )
     group.addoption(
+        "--graphlint-compare-eager",
+        action="store_true",
+        help="with --graphlint-sanitize: run each captured `with` block again eagerly before each replay, undoing "
+        "what it writes, and name the first operator where the replay differs (GL512)",
+    )
+    group.addoption(
         "--graphlint-no-coverage",
         action="store_true",
         help="with --graphlint-sanitize: do not measure how much GPU work ran from graphs",
@@ -86,6 +92,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_GRAPHS] = GraphCounts()
     if config.getoption("graphlint_sanitize") is None:
         return
+    if config.getoption("graphlint_poison") and config.getoption("graphlint_compare_eager"):
+        raise pytest.UsageError("--graphlint-poison and --graphlint-compare-eager cannot be combined")
     state = config.stash[_STATE] = availability()
     where = (RUN_LOCATION, 1)  # the session itself: no file of it is where the sanitizer failed
     config.stash[_KEY].extend(("", f) for f in state_findings(state.reason, state.untested, where))
@@ -115,7 +123,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         if config.getoption("graphlint_poison")
         else ""
     )
-    return f"graphlint sanitizer: active{untested}, mode {config.getoption('graphlint_sanitize')}{poison}"
+    compare = ", --graphlint-compare-eager" if config.getoption("graphlint_compare_eager") else ""
+    return f"graphlint sanitizer: active{untested}, mode {config.getoption('graphlint_sanitize')}{poison}{compare}"
 
 
 def _ignored(item: pytest.Item) -> set[str]:
@@ -133,7 +142,9 @@ def pytest_runtest_call(item: pytest.Item):
     from graphlint.runtime_sanitizer.guard.replay_guard import ReplayGuard
 
     guard = ReplayGuard(
-        poison=item.config.getoption("graphlint_poison"), coverage=not item.config.getoption("graphlint_no_coverage")
+        poison=item.config.getoption("graphlint_poison"),
+        coverage=not item.config.getoption("graphlint_no_coverage"),
+        compare_eager=item.config.getoption("graphlint_compare_eager"),
     )
     guard.findings = item.stash.setdefault(_KEY, [])  # the same list the fixture hands the test
     guard.install()

@@ -371,3 +371,51 @@ STALE_MEMORY_REACHED_OUTPUT = declare(
         """,
     )
 )
+
+REPLAY_DIVERGES_FROM_EAGER = declare(
+    Rule(
+        code="GL512",
+        name="replay-diverges-from-eager",
+        severity="error",
+        summary=(
+            "`--compare-eager` only: a replay's outputs differ from running its captured `with` block eagerly "
+            "on what the program holds at that replay; the first operator whose output differs is named at "
+            "its Python line."
+        ),
+        why=(
+            "A graph replays the kernels, addresses and host values of its capture. When the program has since "
+            "changed a Python value the block read (a temperature, a scale, a step count), or bound a new "
+            "tensor to a name or attribute the block read instead of copying into the captured one, the replay "
+            "computes from what the capture saw while the code says otherwise: no error, only wrong numbers. "
+            "`--compare-eager` runs the block's own source again before each replay, in a copy of its "
+            "frame's namespace, with every tensor it writes in place and the random state put back after, "
+            "so the program computes what it always did. At the first difference it launches prefixes of "
+            "the graph to find the first operator whose output differs. A block that draws random numbers, "
+            "trains, returns or launches kernels outside PyTorch's operators is refused (GL500) with the "
+            "reason. Names bound in a loop around the block (one graph per batch size) are read as they were "
+            "at the capture."
+        ),
+        example="""
+            import torch
+
+            x = torch.randn(1024, device="cuda")
+            scale = 2.0
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * scale    # the capture freezes 2.0 into the kernel
+            scale = 0.5          # the code now says 0.5
+            g.replay()           # y is still x * 2.0
+        """,
+        use_instead="""
+            import torch
+
+            x = torch.randn(1024, device="cuda")
+            scale = torch.full((), 2.0, device="cuda")
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = x * scale    # reads the tensor on every replay
+            scale.fill_(0.5)     # written in place: the replay sees it
+            g.replay()
+        """,
+    )
+)

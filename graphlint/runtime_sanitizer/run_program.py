@@ -126,13 +126,20 @@ def hook_blocked(arguments: list[str]) -> str:
     return ""
 
 
-def run(command: list[str], graph_dir: str | None = None, poison: bool = False, coverage: bool = True) -> RunOutcome:
+def run(
+    command: list[str],
+    graph_dir: str | None = None,
+    poison: bool = False,
+    coverage: bool = True,
+    compare_eager: bool = False,
+) -> RunOutcome:
     """Run the program in a child interpreter under the sanitizer; wait for it.
 
     With ``graph_dir``, each graph the sanitizer analyses is drawn there (SVG and HTML). With
     ``poison``, refilled static inputs are poisoned after each replay (GL511): a program that
     reads stale memory computes NaN where it did not before, on purpose. With ``coverage``, the
-    share of GPU work that ran from graphs is measured (`analysis/coverage.py`)."""
+    share of GPU work that ran from graphs is measured (`analysis/coverage.py`). With
+    ``compare_eager``, each captured block is run again eagerly beside its replays (GL512)."""
     argv = child_command(command)
     blocked = hook_blocked(argv[1:]) if argv[0] == sys.executable or _is_interpreter(command[0]) else ""
     with tempfile.TemporaryDirectory(prefix="graphlint-sanitize-") as folder:
@@ -149,6 +156,8 @@ def run(command: list[str], graph_dir: str | None = None, poison: bool = False, 
             env["GRAPHLINT_SANITIZE_GRAPH_DIR"] = str(Path(graph_dir).resolve())
         if poison:
             env["GRAPHLINT_SANITIZE_POISON"] = "1"
+        if compare_eager:
+            env["GRAPHLINT_SANITIZE_COMPARE_EAGER"] = "1"
         env["GRAPHLINT_SANITIZE_COVERAGE"] = "1" if coverage else "0"
         status = _exit_status(_wait_forwarding_signals(argv, env))
         if blocked:

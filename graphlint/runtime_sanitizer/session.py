@@ -50,7 +50,10 @@ class _Session:
                     graph_dir = os.environ.pop("GRAPHLINT_SANITIZE_GRAPH_DIR", None)
                     poison = os.environ.pop("GRAPHLINT_SANITIZE_POISON", "") == "1"
                     coverage = os.environ.pop("GRAPHLINT_SANITIZE_COVERAGE", "1") != "0"
-                    self.guard = ReplayGuard(graph_dir=graph_dir, poison=poison, coverage=coverage).install()
+                    compare = os.environ.pop("GRAPHLINT_SANITIZE_COMPARE_EAGER", "") == "1"
+                    self.guard = ReplayGuard(
+                        graph_dir=graph_dir, poison=poison, coverage=coverage, compare_eager=compare
+                    ).install()
         except Exception as error:  # the program still runs; the report says the sanitizer did not
             self.guard = None
             self.reason = f"the sanitizer could not start: {type(error).__name__}: {error}"

@@ -17,6 +17,7 @@ class GraphCounts:
     poisoned_replays: int | None = None  # with --poison: replays that ran after a poisoning (None: off)
     stale_integers: list[str] = field(default_factory=list)  # --poison: integer inputs read stale, restored
     coverage: Coverage | None = None  # how much GPU work ran from graphs (None: not watched)
+    compared_replays: int | None = None  # with --compare-eager: replays compared with an eager run
 
     def add(self, other: GraphCounts) -> None:
         self.seen += other.seen
@@ -25,6 +26,8 @@ class GraphCounts:
         if other.poisoned_replays is not None:
             self.poisoned_replays = (self.poisoned_replays or 0) + other.poisoned_replays
         self.stale_integers.extend(other.stale_integers)
+        if other.compared_replays is not None:
+            self.compared_replays = (self.compared_replays or 0) + other.compared_replays
         if other.coverage is not None:
             if self.coverage is None:
                 self.coverage = Coverage()
@@ -40,6 +43,11 @@ class GraphCounts:
                 "a poisoning of refilled inputs (a buggy program's results change on purpose)"
             )
             text += "".join(f"\n  stale, restored, not judged: {what}" for what in self.stale_integers)
+        if self.compared_replays is not None:
+            text += (
+                f"\n  --compare-eager: {self.compared_replays} replay{'s' if self.compared_replays != 1 else ''} "
+                "compared with an eager run of the captured block"
+            )
         if self.coverage is not None:
             text += "\n" + self.coverage.summary()
         return text
@@ -52,6 +60,8 @@ class GraphCounts:
         }
         if self.poisoned_replays is not None:
             data.update(poisoned_replays=self.poisoned_replays, stale_integers=list(self.stale_integers))
+        if self.compared_replays is not None:
+            data["compared_replays"] = self.compared_replays
         if self.coverage is not None:
             data["coverage"] = self.coverage.to_dict()
         return data
@@ -65,4 +75,5 @@ class GraphCounts:
             data.get("poisoned_replays"),
             list(data.get("stale_integers", [])),
             Coverage.from_dict(data["coverage"]) if data.get("coverage") else None,
+            data.get("compared_replays"),
         )

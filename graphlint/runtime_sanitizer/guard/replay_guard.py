@@ -26,6 +26,10 @@ a dispatch mode gives each new tensor that aliases a graph's output memory (a vi
 - GL511 (`poison=True`, `guard/poison.py`): refilled static inputs are filled with NaN after
   each replay, and the first eager read of a replay output that the poison reached is named.
   This changes what a buggy program computes, on purpose; a clean one computes what it did.
+- GL512 (`compare_eager=True`, `guard/eager_compare.py`): each captured `with` block is run
+  again eagerly before each replay of its graph, everything it writes put back, and the
+  replay's outputs compared with it; at the first divergence, prefixes of the graph name the
+  first operator whose output differs, at its Python line.
 - Findings of the parameterized launcher (GL502, GL507) made while a guard is installed are
   collected with the guard's own (`publish`).
 - Coverage (`coverage=True`, `guard/coverage_watch.py`): how much GPU work ran from graphs,
@@ -57,6 +61,7 @@ from graphlint.runtime_sanitizer.guard.accelerator_graphs import REASON as ACCEL
 from graphlint.runtime_sanitizer.guard.accelerator_graphs import AcceleratorGraphWatch
 from graphlint.runtime_sanitizer.guard.coverage_watch import CoverageWatch
 from graphlint.runtime_sanitizer.guard.dispatch_modes import CaptureRecorder, HandleWatch
+from graphlint.runtime_sanitizer.guard.eager_compare import EagerCompare
 from graphlint.runtime_sanitizer.guard.graph_state import (
     GraphState,
     content_baseline,
@@ -73,6 +78,7 @@ from graphlint.runtime_sanitizer.guard.sites import UNKNOWN_SITE, innermost_user
 from graphlint.runtime_sanitizer.guard.tensor_names import describe, frame_names
 from graphlint.runtime_sanitizer.rules import (
     GRAPHED_GRAD_ALIAS,
+    REPLAY_DIVERGES_FROM_EAGER,
     REPLAY_ON_UNCHANGED_INPUTS,
     SANITIZER_INACTIVE,
     SHARED_POOL_REPLAY_ORDER,
@@ -87,10 +93,17 @@ class StaleOutputRead(RuntimeError):
 
 class ReplayGuard:
     def __init__(
-        self, mode: str = "warn", graph_dir: str | None = None, poison: bool = False, coverage: bool = False
+        self,
+        mode: str = "warn",
+        graph_dir: str | None = None,
+        poison: bool = False,
+        coverage: bool = False,
+        compare_eager: bool = False,
     ) -> None:
         if mode not in ("warn", "raise"):
             raise ValueError("mode must be 'warn' or 'raise'")
+        if poison and compare_eager:
+            raise ValueError("poison and compare_eager cannot be combined: poison changes what the replays read")
         self.mode = mode
         self.graph_dir = graph_dir  # where to draw each analysed graph (SVG + HTML), if anywhere
         self.findings: list[Finding] = []
@@ -115,6 +128,10 @@ class ReplayGuard:
         if self.poison is not None:
             self.graphs.poisoned_replays = 0
             self.graphs.stale_integers = self.poison.stale_integers
+        # GL512: runs each captured block again beside its replays, undoing what it writes
+        self.compare = EagerCompare(self._report_divergence, self._refuse_comparison) if compare_eager else None
+        if self.compare is not None:
+            self.graphs.compared_replays = 0
 
     # -- install / uninstall -------------------------------------------------------------
     def install(self) -> ReplayGuard:
@@ -159,6 +176,8 @@ class ReplayGuard:
         self._wrap_backward(torch)
         if self.poison is not None:
             self.poison.install(torch)
+        if self.compare is not None:
+            self.compare.install(torch)
         self._outer = HandleWatch(self)
         self._outer.__enter__()
         INSTALLED.append(self)
@@ -186,6 +205,8 @@ class ReplayGuard:
             self._accelerator.uninstall()
             if self.poison is not None:
                 self.poison.uninstall(torch)
+            if self.compare is not None:
+                self.compare.uninstall(torch)
             torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self._saved["backward"]  # type: ignore[method-assign]
             self._saved = {}
 
@@ -324,13 +345,24 @@ class ReplayGuard:
         if not self._graphing:
             ordering = CaptureOrdering()
             ordering.start()
-        self._capturing.append((ctx, recorder, ordering, user_site()))
+        site = user_site()
+        self._capturing.append((ctx, recorder, ordering, site))
+        graph = getattr(ctx, "cuda_graph", None)
+        if self.compare is not None and graph is not None:
+            label = f"graph captured at {site[0]}:{site[1]}"
+            if self._graphing:
+                self.compare.capture_refused(graph, label, site, "graphs made by make_graphed_callables")
+            else:
+                self.compare.capture_begun(graph, label, site, user_frame())
 
     def _end_capture(self, ctx: Any, failed: bool = False) -> None:
         """Before the capture ends: what the graph reads and writes (GL503, GL506), and for a
         plain capture the ordering of its nodes (GL504), read from the graph being captured."""
         if self._internal or not self._capturing:
             return
+        graph = getattr(ctx, "cuda_graph", None)
+        if self.compare is not None and graph is not None:
+            self.compare.capture_ended(graph, failed)  # its operator trace: the innermost mode
         _, recorder, ordering, site = self._capturing.pop()
         if ordering is not None:
             ordering.stop()  # entered after the recorder: left first
@@ -394,11 +426,21 @@ class ReplayGuard:
         if self.poison is not None:
             with self._guard_work(), self._poisoning("a replay", state.site):
                 self._stale[id(graph)] = self.poison.before_replay(id(graph))
+        if self.compare is not None:
+            with self._guard_work(), sanitizer_internal():
+                self.compare.before_replay(graph)
 
     def _after_replay(self, graph: Any) -> None:
-        """GL511: behind the replay, mark its outputs if it read poison and poison its refilled inputs."""
+        """GL512: compare the replay with the eager run. GL511: behind the replay, mark its
+        outputs if it read poison and poison its refilled inputs."""
         state = self._graphs.get(id(graph))
-        if self.poison is None or state is None:
+        if state is None:
+            return
+        if self.compare is not None:
+            with self._guard_work(), sanitizer_internal():
+                self.compare.after_replay(graph, state.replays)
+            self.graphs.compared_replays = self.compare.compared_replays
+        if self.poison is None:
             return
         poison = self.poison
         with self._guard_work(), self._poisoning("a replay", state.site):
@@ -524,6 +566,16 @@ class ReplayGuard:
 
     def _report_stale_memory(self, message: str) -> None:
         self._report(STALE_MEMORY_REACHED_OUTPUT, message)
+
+    def _refuse_comparison(self, label: str, reason: str, site: tuple[str, int]) -> None:
+        """GL500: a graph --compare-eager does not compare (its other checks still ran)."""
+        self.graphs.refused.append((f"--compare-eager: {label}", reason))
+        message = f"--compare-eager did not compare the {label} with an eager run: {reason}"
+        self.findings.append(rule_finding(SANITIZER_INACTIVE, message, site))
+
+    def _report_divergence(self, message: str, site: tuple[str, int]) -> None:
+        """GL512 at the line of the first operator that differs (what to fix), not the replay's."""
+        self.findings.append(rule_finding(REPLAY_DIVERGES_FROM_EAGER, message, site))
 
     # -- handles -------------------------------------------------------------------------
     def _note_new(self, tensor: Any) -> None:

@@ -49,13 +49,21 @@ def _same(a: list, b: list) -> bool:
 
 
 @pytest.mark.parametrize(
-    "program, replay, line, operator",
+    "program, replay, line, operator, changed",
     [
-        ("host_scale", 3, "the captured temperature", "aten.div"),
-        ("rebound_input", 2, "# first layer", "aten.addmm"),
+        (
+            "host_scale",
+            3,
+            "the captured temperature",
+            "aten.div",
+            "`temperature` was 1.0 at the capture and is 0.5 now",
+        ),
+        ("rebound_input", 2, "# first layer", "aten.addmm", "`self.static_x` is another tensor than at the capture"),
     ],
 )
-def test_a_seeded_bug_is_gl512_at_the_first_differing_operator(tmp_path, program, replay, line, operator) -> None:
+def test_a_seeded_bug_is_gl512_at_the_first_differing_operator(
+    tmp_path, program, replay, line, operator, changed
+) -> None:
     plain, _, _ = _run(tmp_path, program, compare=False)
     compared, findings, summary = _run(tmp_path, program, compare=True)
     assert _same(plain, compared)  # the comparison changes nothing the program computes
@@ -63,6 +71,7 @@ def test_a_seeded_bug_is_gl512_at_the_first_differing_operator(tmp_path, program
     assert len(found) == 1, findings
     message = found[0]["message"]
     assert f"replay {replay} " in message and f"`{operator}" in message, message
+    assert changed in message, message  # what the program changed since the capture, by name
     assert found[0]["path"].endswith("compare_eager_programs.py") and found[0]["line"] == _line_of(line), found[0]
     assert summary["compared_replays"] >= replay, summary
 

@@ -135,3 +135,51 @@ def test_the_summary_counts_compared_replays_and_keeps_them_through_json() -> No
     total.add(GraphCounts(compared_replays=1))
     assert total.compared_replays == 5
     assert "compared_replays" not in GraphCounts().to_dict()
+
+
+def test_what_the_block_reads_that_changed_is_named_scalars_by_value_tensors_by_identity() -> None:
+    from graphlint.runtime_sanitizer.analysis.divergence import Seen, changed_reads
+
+    before = {
+        "temperature": Seen(1, scalar="1.0"),
+        "self.static_x": Seen(10, tensor=True),
+        "self.weight": Seen(20, tensor=True),
+        "steps": Seen(3, scalar="4"),
+    }
+    now = {
+        "temperature": Seen(2, scalar="0.5"),
+        "self.static_x": Seen(11, tensor=True),
+        "self.weight": Seen(20, tensor=True),
+        "steps": Seen(3, scalar="4"),
+    }
+    changes = changed_reads(before, now)
+    assert changes[0] == "`temperature` was 1.0 at the capture and is 0.5 now"
+    assert changes[1].startswith("`self.static_x` is another tensor than at the capture (rebound")
+    assert len(changes) == 2
+    message = divergence_message("graph", 3, ["`y` differs"], None, [], [], changed=changes)
+    assert message.endswith("Changed since the capture: " + "; ".join(changes))
+
+
+def test_reads_are_looked_up_in_instance_dictionaries_never_through_properties() -> None:
+    from graphlint.runtime_sanitizer.guard.eager_compare import _seen_reads
+
+    class Holder:
+        calls = 0
+
+        def __init__(self) -> None:
+            self.static_x = torch.zeros(2)
+            self.scale = 2.0
+            self.layer = torch.nn.Linear(2, 2)
+
+        @property
+        def computed(self):
+            Holder.calls += 1
+            return torch.ones(1)
+
+    holder = Holder()
+    seen = _seen_reads(
+        ("self.static_x", "self.scale", "self.computed", "self.layer.weight", "missing"), {"self": holder}
+    )
+    assert set(seen) == {"self.static_x", "self.scale", "self.layer.weight"}
+    assert seen["self.scale"].scalar == "2.0" and seen["self.static_x"].tensor
+    assert Holder.calls == 0  # a property is program code: never run by the sanitizer

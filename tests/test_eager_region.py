@@ -116,3 +116,9 @@ def test_nested_functions_keep_their_own_returns_and_stores() -> None:
     value = Number(4)
     scope, _ = _run(program, x=value, holder=holder)
     assert scope["y"] == 8 and value.seen is True  # the callee's own effects are not rewritten
+
+
+def test_the_names_and_attribute_chains_it_reads_are_listed_whole() -> None:
+    program = _program("h = self.model(self.static_x)\nself.out = h / temperature * self.cfg.scale\nbuf[0] = h\n")
+    assert program.reads == ("self.model", "self.static_x", "temperature", "self.cfg.scale", "buf")
+    # `h` is bound by the block, and `self.out` is stored into: neither is a read

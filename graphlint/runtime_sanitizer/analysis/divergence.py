@@ -10,7 +10,7 @@ operators, the eager run took another path there, and the search stops at that p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -20,6 +20,35 @@ class CapturedOp:
     site: tuple[str, int]  # the user's line that ran it during the capture
     first_node: int  # the graph nodes it created: [first_node, end_node)
     end_node: int
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a name the block reads held: a Python scalar's repr, or a tensor's identity."""
+
+    identity: int
+    scalar: str | None = None  # repr of an int, float, bool, str or None
+    tensor: bool = False
+
+
+def changed_reads(at_capture: Mapping[str, Seen], now: Mapping[str, Seen]) -> list[str]:
+    """What the block reads that the program changed since the capture: a scalar with another
+    value (frozen into the graph), a name or attribute bound to another tensor (the graph still
+    reads the one it held)."""
+    changes = []
+    for text, then in at_capture.items():
+        current = now.get(text)
+        if current is None:
+            continue
+        if then.scalar is not None or current.scalar is not None:
+            if then.scalar != current.scalar:
+                changes.append(f"`{text}` was {then.scalar} at the capture and is {current.scalar} now")
+        elif then.tensor and current.tensor and then.identity != current.identity:
+            changes.append(
+                f"`{text}` is another tensor than at the capture (rebound: the graph still reads the one it "
+                "held then; refill that one with `copy_()`)"
+            )
+    return changes
 
 
 @dataclass(frozen=True)
@@ -67,10 +96,26 @@ def divergence_message(
     captured: Sequence[CapturedOp],
     eager: Sequence[str],
     why_not: str | None = None,
+    changed: Sequence[str] = (),
 ) -> str:
-    """The GL512 finding: which outputs differ, and the first operator (or why none is named)."""
-    text = f"replay {replay} of the {label} differs from running its block eagerly on the same inputs: " + "; ".join(
-        outputs
+    """The GL512 finding: which outputs differ, the first operator (or why none is named), and
+    what the block reads that changed since the capture."""
+    since = f". Changed since the capture: {'; '.join(changed)}" if changed else ""
+    return _first_operator(label, replay, outputs, first, captured, eager, why_not) + since
+
+
+def _first_operator(
+    label: str,
+    replay: int,
+    outputs: Sequence[str],
+    first: Divergence | None,
+    captured: Sequence[CapturedOp],
+    eager: Sequence[str],
+    why_not: str | None,
+) -> str:
+    text = (
+        f"replay {replay} of the {label} differs from running its block eagerly on what the program holds now: "
+        + "; ".join(outputs)
     )
     if first is None:
         return text + (f". The first differing kernel is not named: {why_not}" if why_not else "")

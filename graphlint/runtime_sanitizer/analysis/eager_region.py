@@ -47,6 +47,7 @@ class RegionProgram:
     outputs: tuple[str, ...]  # what the block binds or stores, as source text, in order
     lines: tuple[int, int]  # the block's first and last line
     pinned: tuple[str, ...] = ()  # names bound in a loop around the block: read as at the capture
+    reads: tuple[str, ...] = ()  # names and attribute chains the block reads (`temperature`, `self.static_x`)
 
 
 def region_program(source: str, filename: str, line: int) -> RegionProgram:
@@ -66,7 +67,34 @@ def region_program(source: str, filename: str, line: int) -> RegionProgram:
     code = compile(module, filename, "exec")
     last = max(getattr(node, "end_lineno", None) or node.lineno for node in block.body)
     pinned = sorted({name for loop in loops for name in _bound_in(loop)})
-    return RegionProgram(code, outputs, (block.body[0].lineno, last), tuple(pinned))
+    return RegionProgram(code, outputs, (block.body[0].lineno, last), tuple(pinned), _reads(block.body, outputs))
+
+
+def _reads(body: list[ast.stmt], bound: tuple[str, ...]) -> tuple[str, ...]:
+    """The whole names and attribute chains the block loads (`self.cfg.temp`, not `self.cfg`),
+    outside nested functions, leaving out what the block binds itself: what a GL512 finding
+    checks for a change since the capture."""
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return
+        if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            return  # a store target: what it stores into is an output, not a read
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+            root: ast.expr = node
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name):
+                if root.id not in bound:
+                    found.append(ast.unparse(node))
+                return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for statement in body:
+        visit(statement)
+    return tuple(dict.fromkeys(found))
 
 
 def _with_at(tree: ast.AST, line: int) -> tuple[ast.With, list[ast.stmt]] | None:

@@ -36,6 +36,8 @@ from typing import Any
 from graphlint.runtime_sanitizer.analysis.divergence import (
     CapturedOp,
     Divergence,
+    Seen,
+    changed_reads,
     divergence_message,
     first_divergent,
 )
@@ -75,6 +77,7 @@ class _Region:
     # The static inputs, held: a program that rebinds one frees the memory its graph still reads,
     # and the eager runs' allocations must not be what reuses it (the results would change).
     held: dict[int, Any] = field(default_factory=dict)
+    seen: dict[str, Seen] = field(default_factory=dict)  # what the names the block reads held at the capture
     outputs: list[tuple[str, Any]] = field(default_factory=list)  # (text, weakref) on the graph's side
     eager: list[_Output] | None = None  # this replay's eager outputs
     kept: dict[int, tuple[Any, Any]] | None = None  # storage -> (its tensor, its bytes before the replay)
@@ -143,6 +146,7 @@ class EagerCompare:
             if frame is not None:
                 names = region.program.pinned
                 region.pinned = {n: frame.f_locals[n] for n in names if n in frame.f_locals}
+                region.seen = _seen_reads(region.program.reads, {**frame.f_globals, **frame.f_locals})
             region.autocast = (torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda"))
             trace = _CaptureTrace(region)
             trace.__enter__()
@@ -218,7 +222,13 @@ class EagerCompare:
             first, captured_names, why_not = self._bisect(region, graph, kept)
         except Exception as error:  # the finding stands; only the first kernel stays unnamed
             first, captured_names, why_not = None, [], f"the bisection failed: {type(error).__name__}: {error}"
-        message = divergence_message(region.label, replay, differences, first, region.ops, captured_names, why_not)
+        changed: list[str] = []
+        if region.frame is not None and region.program is not None:
+            scope = {**region.frame.f_globals, **region.frame.f_locals, **region.pinned}
+            changed = changed_reads(region.seen, _seen_reads(region.program.reads, scope))
+        message = divergence_message(
+            region.label, replay, differences, first, region.ops, captured_names, why_not, changed
+        )
         site = region.ops[first.index].site if first is not None else region.site
         self._report(message, site)
 
@@ -492,6 +502,43 @@ def _differs(replayed: Any, eager: Any) -> str | None:
     both = torch.isfinite(replayed) & torch.isfinite(eager)
     worst = float((replayed.float() - eager.float())[both].abs().max()) if bool(both.any()) else float("nan")
     return f"differs in {unequal} of {replayed.numel()} elements (largest difference {worst:.4g})"
+
+
+def _seen_reads(texts: tuple[str, ...], scope: dict[str, Any]) -> dict[str, Seen]:
+    """What each name or attribute chain holds, where it is a tensor or a Python scalar. Read from
+    instance dictionaries only (and a module's parameters, buffers and submodules): a property
+    would run the program's code, inside the capture."""
+    import torch
+
+    found = {}
+    for text in texts:
+        value = _plain_lookup(text, scope)
+        if isinstance(value, torch.Tensor):
+            found[text] = Seen(id(value), tensor=True)
+        elif value is None or type(value) in (bool, int, float, str):
+            if value is not _MISSING:
+                found[text] = Seen(id(value), scalar=repr(value))
+    return found
+
+
+_MISSING: Any = object()
+
+
+def _plain_lookup(text: str, scope: dict[str, Any]) -> Any:
+    first, *attributes = text.split(".")
+    value = scope.get(first, _MISSING)
+    for name in attributes:
+        if value is _MISSING:
+            return _MISSING
+        held = getattr(value, "__dict__", None)
+        if not isinstance(held, dict):
+            return _MISSING
+        if name in held:
+            value = held[name]
+            continue
+        stores = [held.get(k) for k in ("_parameters", "_buffers", "_modules")]
+        value = next((store[name] for store in stores if isinstance(store, dict) and name in store), _MISSING)
+    return value
 
 
 def _cuda_tensors(value: Any) -> list[Any]:

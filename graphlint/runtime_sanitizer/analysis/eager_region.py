@@ -45,7 +45,6 @@ class NotComparable(Exception):
 class RegionProgram:
     code: CodeType  # the rewritten block, compiled for `exec` in a copy of the frame's namespace
     outputs: tuple[str, ...]  # what the block binds or stores, as source text, in order
-    lines: tuple[int, int]  # the block's first and last line
     pinned: tuple[str, ...] = ()  # names bound in a loop around the block: read as at the capture
     reads: tuple[str, ...] = ()  # names and attribute chains the block reads (`temperature`, `self.static_x`)
 
@@ -65,9 +64,8 @@ def region_program(source: str, filename: str, line: int) -> RegionProgram:
     outputs = tuple(dict.fromkeys(rewriter.outputs))
     module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
     code = compile(module, filename, "exec")
-    last = max(getattr(node, "end_lineno", None) or node.lineno for node in block.body)
     pinned = sorted({name for loop in loops for name in _bound_in(loop)})
-    return RegionProgram(code, outputs, (block.body[0].lineno, last), tuple(pinned), _reads(block.body, outputs))
+    return RegionProgram(code, outputs, tuple(pinned), _reads(block.body, outputs))
 
 
 def _reads(body: list[ast.stmt], bound: tuple[str, ...]) -> tuple[str, ...]:

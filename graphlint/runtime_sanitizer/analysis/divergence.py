@@ -100,37 +100,26 @@ def divergence_message(
 ) -> str:
     """The GL512 finding: which outputs differ, the first operator (or why none is named), and
     what the block reads that changed since the capture."""
-    since = f". Changed since the capture: {'; '.join(changed)}" if changed else ""
-    return _first_operator(label, replay, outputs, first, captured, eager, why_not) + since
-
-
-def _first_operator(
-    label: str,
-    replay: int,
-    outputs: Sequence[str],
-    first: Divergence | None,
-    captured: Sequence[CapturedOp],
-    eager: Sequence[str],
-    why_not: str | None,
-) -> str:
     text = (
         f"replay {replay} of the {label} differs from running its block eagerly on what the program holds now: "
         + "; ".join(outputs)
     )
     if first is None:
-        return text + (f". The first differing kernel is not named: {why_not}" if why_not else "")
-    op = captured[first.index]
-    where = f"{op.site[0]}:{op.site[1]}"
-    if first.path_differs:
+        text += f". The first differing kernel is not named: {why_not}" if why_not else ""
+    elif first.path_differs:
+        op = captured[first.index]
         other = eager[first.index] if first.index < len(eager) else "nothing more"
-        return text + (
-            f". The eager run leaves the captured path at operator {first.index + 1} ({where}): the capture "
-            f"ran `{op.name}`, eager runs `{other}`; a Python value that steers the block has changed since "
-            "the capture"
+        text += (
+            f". The eager run leaves the captured path at operator {first.index + 1} ({op.site[0]}:{op.site[1]}): "
+            f"the capture ran `{op.name}`, eager runs `{other}`; a Python value that steers the block has changed "
+            "since the capture"
         )
-    return text + (
-        f". The first kernel whose output differs is `{op.name}` at {where} (operator {first.index + 1}, graph "
-        f"node {op.first_node + 1} of the capture): the graph replays what the capture read there, eager reads "
-        "what the program holds now (a Python value changed since the capture, or a static input rebound "
-        "instead of refilled)"
-    )
+    else:
+        op = captured[first.index]
+        text += (
+            f". The first kernel whose output differs is `{op.name}` at {op.site[0]}:{op.site[1]} (operator "
+            f"{first.index + 1}, graph node {op.first_node + 1} of the capture): the graph replays what the capture "
+            "read there, eager reads what the program holds now (a Python value changed since the capture, or a "
+            "static input rebound instead of refilled)"
+        )
+    return text + (f". Changed since the capture: {'; '.join(changed)}" if changed else "")

@@ -35,6 +35,7 @@ from types import CodeType
 
 STORE = "__graphlint_store__"
 _TRAINING_CALLS = frozenset({"backward", "step", "zero_grad"})
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)  # nested: a scope of their own
 
 
 class NotComparable(Exception):
@@ -75,7 +76,7 @@ def _reads(body: list[ast.stmt], bound: tuple[str, ...]) -> tuple[str, ...]:
     found: list[str] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        if isinstance(node, _SCOPES):
             return
         if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
             return  # a store target: what it stores into is an output, not a read
@@ -104,7 +105,7 @@ def _with_at(tree: ast.AST, line: int) -> tuple[ast.With, list[ast.stmt]] | None
         nonlocal found
         for child in ast.iter_child_nodes(node):
             inner = loops
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            if isinstance(child, _SCOPES):
                 inner = []
             elif isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
                 inner = [*loops, child]
@@ -127,7 +128,7 @@ def _bound_in(loop: ast.stmt) -> set[str]:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             bound.add(node.id)
         for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            if not isinstance(child, _SCOPES):
                 stack.append(child)
     return bound
 

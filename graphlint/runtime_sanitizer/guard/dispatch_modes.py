@@ -21,7 +21,7 @@ class HandleChecks(Protocol):
     def _after_op(self, func: Any, tensors: list[Any], results: list[Any]) -> None: ...
 
 
-def _dispatch_mode_base():
+def guard_mode_base():
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _GuardMode(TorchDispatchMode):
@@ -34,7 +34,7 @@ def _dispatch_mode_base():
     return _GuardMode
 
 
-class CaptureRecorder(_dispatch_mode_base()):  # type: ignore[misc]  # torch is imported only when a guard is
+class CaptureRecorder(guard_mode_base()):  # type: ignore[misc]  # torch is imported only when a guard is
     """During a capture: what the graph reads, and what it makes."""
 
     def __init__(self) -> None:
@@ -68,7 +68,7 @@ class CaptureRecorder(_dispatch_mode_base()):  # type: ignore[misc]  # torch is 
         return out
 
 
-class HandleWatch(_dispatch_mode_base()):  # type: ignore[misc]  # (as above)
+class HandleWatch(guard_mode_base()):  # type: ignore[misc]  # (as above)
     """Outside captures: reads of stale handles, new aliases of graph outputs, and (`--poison`)
     reads of poisoned memory."""
 

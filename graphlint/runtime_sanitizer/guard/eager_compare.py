@@ -43,6 +43,7 @@ from graphlint.runtime_sanitizer.analysis.divergence import (
 )
 from graphlint.runtime_sanitizer.analysis.eager_region import STORE, NotComparable, RegionProgram, region_program
 from graphlint.runtime_sanitizer.capture.two_captures import _capture_graph_node_count, tensors_in
+from graphlint.runtime_sanitizer.guard.dispatch_modes import guard_mode_base
 from graphlint.runtime_sanitizer.guard.sites import user_site
 
 # Tolerances for "differs", by dtype class: the same kernels give equal bits, but a library may
@@ -95,7 +96,6 @@ class EagerCompare:
         self._tracing: list[tuple[_Region, Any]] = []
         self._saved_new: tuple[Any, Any] | None = None
         self.compared_replays = 0
-        self.last_ops: list[tuple[str, list[Any]]] = []  # the operators of the latest eager run
 
     # -- install: graphs keep their raw graph, so prefixes can be cut from it ---------------
     def install(self, torch: Any) -> None:
@@ -146,7 +146,7 @@ class EagerCompare:
             if frame is not None:
                 names = region.program.pinned
                 region.pinned = {n: frame.f_locals[n] for n in names if n in frame.f_locals}
-                region.seen = _seen_reads(region.program.reads, {**frame.f_globals, **frame.f_locals})
+                region.seen = _seen_reads(region.program.reads, _scope(frame))
             region.autocast = (torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda"))
             trace = _CaptureTrace(region)
             trace.__enter__()
@@ -182,7 +182,7 @@ class EagerCompare:
         frame, program = region.frame, region.program
         if frame is None or program is None:
             return
-        scope = {**frame.f_globals, **frame.f_locals}
+        scope = _scope(frame)
         for text in program.outputs:
             with contextlib.suppress(Exception):
                 for index, tensor in enumerate(_cuda_tensors(eval(text, scope))):
@@ -198,7 +198,7 @@ class EagerCompare:
             self._refuse(region.label, region.refused, region.site)
             return
         try:
-            region.eager, region.kept = self._eager(region)
+            region.eager, region.kept, _ = self._eager(region)
         except Exception as why:  # a _Refusal, or the sanitizer's own failure: never the program's
             region.done = True
             self._refuse(region.label, str(why), region.site)
@@ -224,8 +224,8 @@ class EagerCompare:
             first, captured_names, why_not = None, [], f"the bisection failed: {type(error).__name__}: {error}"
         changed: list[str] = []
         if region.frame is not None and region.program is not None:
-            scope = {**region.frame.f_globals, **region.frame.f_locals, **region.pinned}
-            changed = changed_reads(region.seen, _seen_reads(region.program.reads, scope))
+            now = _scope(region.frame, region.pinned)
+            changed = changed_reads(region.seen, _seen_reads(region.program.reads, now))
         message = divergence_message(
             region.label, replay, differences, first, region.ops, captured_names, why_not, changed
         )
@@ -233,9 +233,10 @@ class EagerCompare:
         self._report(message, site)
 
     # -- the eager run ----------------------------------------------------------------------
-    def _eager(self, region: _Region, record: bool = False) -> tuple[list[_Output], dict]:
-        """The block run eagerly on what the program holds now; its outputs (copies), and the
-        memory it wrote in place as it was before (restored already)."""
+    def _eager(self, region: _Region, record: bool = False) -> tuple[list[_Output], dict, list]:
+        """The block run eagerly on what the program holds now; its outputs (copies), the
+        memory it wrote in place as it was before (restored already), and its operators (with
+        copies of their outputs when ``record``)."""
         import torch
 
         assert region.program is not None
@@ -250,7 +251,7 @@ class EagerCompare:
             else:
                 shadow[text] = value
 
-        scope = {**frame.f_globals, **frame.f_locals, **region.pinned, STORE: store}
+        scope = {**_scope(frame, region.pinned), STORE: store}
         mode = _UndoWrites(record)
         cpu_rng, cuda_rng = torch.get_rng_state(), torch.cuda.get_rng_state()
         enabled, dtype = region.autocast
@@ -270,8 +271,7 @@ class EagerCompare:
             torch.cuda.set_rng_state(cuda_rng)
         if mode.random:
             raise _Refusal(f"it draws random numbers (`{mode.random}`): its replay and an eager run draw differently")
-        self.last_ops = mode.ops
-        return outputs, kept
+        return outputs, kept, mode.ops
 
     # -- bisection --------------------------------------------------------------------------
     def _bisect(
@@ -290,8 +290,7 @@ class EagerCompare:
             return None, [], f"the graph's node list is not readable ({type(error).__name__}: {error})"
         try:
             _put_back(kept)
-            self._eager(region, record=True)
-            eager_ops = self.last_ops
+            _, _, eager_ops = self._eager(region, record=True)
             names = [name for name, _ in eager_ops]
 
             def differs(index: int) -> bool:
@@ -317,13 +316,7 @@ class _Refusal(Exception):
     """A block GL512 does not compare, with the reason."""
 
 
-def _capture_trace_base() -> Any:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    return TorchDispatchMode
-
-
-class _CaptureTrace(_capture_trace_base()):  # type: ignore[misc]  # torch is imported only when a guard is
+class _CaptureTrace(guard_mode_base()):  # type: ignore[misc]  # torch is imported only when a guard is
     """During a compared capture: each operator that made device tensors, its line, the graph
     nodes it created and where its outputs live; and how many nodes no operator created."""
 
@@ -332,10 +325,6 @@ class _CaptureTrace(_capture_trace_base()):  # type: ignore[misc]  # torch is im
         self.region = region
         self.count = _capture_graph_node_count() or 0
         self._made: set[int] = set()  # storages operators of the capture returned
-
-    @classmethod
-    def ignore_compile_internals(cls) -> bool:
-        return True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         before = _capture_graph_node_count()
@@ -358,7 +347,7 @@ class _CaptureTrace(_capture_trace_base()):  # type: ignore[misc]  # torch is im
         return out
 
 
-class _UndoWrites(_capture_trace_base()):  # type: ignore[misc]  # (as above)
+class _UndoWrites(guard_mode_base()):  # type: ignore[misc]  # (as above)
     """During an eager run: backs up each pre-existing storage before its first in-place write,
     notes a random operator, and (``record``) keeps a copy of each operator's device outputs."""
 
@@ -370,10 +359,6 @@ class _UndoWrites(_capture_trace_base()):  # type: ignore[misc]  # (as above)
         self.targets: dict[int, Any] = {}  # storage -> the tensor written (for comparing)
         self.random = ""
         self.ops: list[tuple[str, list[Any]]] = []
-
-    @classmethod
-    def ignore_compile_internals(cls) -> bool:
-        return True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         import torch
@@ -396,10 +381,8 @@ class _UndoWrites(_capture_trace_base()):  # type: ignore[misc]  # (as above)
             if key not in self.backups:
                 self.made.add(key)
         results = [t for t in tensors_in(out) if t.is_cuda]
-        if self.record and results:
-            self.ops.append((str(func), [t.detach().clone() for t in results]))
-        elif results:
-            self.ops.append((str(func), []))
+        if results:
+            self.ops.append((str(func), [t.detach().clone() for t in results] if self.record else []))
         return out
 
     def written(self) -> list[Any]:
@@ -502,6 +485,11 @@ def _differs(replayed: Any, eager: Any) -> str | None:
     both = torch.isfinite(replayed) & torch.isfinite(eager)
     worst = float((replayed.float() - eager.float())[both].abs().max()) if bool(both.any()) else float("nan")
     return f"differs in {unequal} of {replayed.numel()} elements (largest difference {worst:.4g})"
+
+
+def _scope(frame: FrameType, pinned: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the block's names mean: the frame's globals under its locals, under the pinned names."""
+    return {**frame.f_globals, **frame.f_locals, **(pinned or {})}
 
 
 def _seen_reads(texts: tuple[str, ...], scope: dict[str, Any]) -> dict[str, Seen]:

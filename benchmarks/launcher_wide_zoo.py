@@ -19,6 +19,7 @@ ten minutes); each writes its own JSON.
 
     python benchmarks/launcher_wide_zoo.py --list                   # what would run here
     python benchmarks/launcher_wide_zoo.py --json out.json [--offset 0 --limit 60]
+    python benchmarks/launcher_wide_zoo.py --only timm.levit_128s --dtypes bfloat16   # one row again
 """
 
 from __future__ import annotations
@@ -324,6 +325,7 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="print the zoo and stop")
     parser.add_argument("--offset", type=int, default=0)
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--only", default="", help="comma-separated names: run just these (a row's rerun)")
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--max-params", type=int, default=100_000_000)
     args = parser.parse_args()
@@ -332,6 +334,9 @@ def main() -> int:
         print("\n".join(name for name, _, _ in entries) + f"\n{len(entries)} models")
         return 0
     entries = entries[args.offset : args.offset + args.limit if args.limit else None]
+    if args.only:
+        wanted = set(args.only.split(","))
+        entries = [entry for entry in entries if entry[0] in wanted]
     results = {}
     for name, build, make_inputs in entries:
         for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:

@@ -113,8 +113,8 @@ def test_a_small_tensor_many_kernels_use_is_cheaper_to_copy_a_large_or_rarely_us
 
 
 def test_the_self_check_fails_a_graph_with_nan_where_eager_is_finite() -> None:
-    """timm's levit in bfloat16 passed the self-check with NaN outputs: the launched call equalled
-    its own graph's copy-in/replay/clone-out, NaN for NaN. Held against eager it fails."""
+    """A graph that gives NaN where eager computes numbers gives the same NaN through its own
+    copy-in/replay/clone-out, so equality with that is not enough: held against eager it fails."""
     torch = pytest.importorskip("torch")
     from graphlint.launcher.launcher import nonfinite_divergence
 
@@ -135,3 +135,36 @@ def test_nan_that_eager_also_gives_is_no_divergence() -> None:
     assert nonfinite_divergence([torch.tensor([float("nan"), 1.0])], eager) is None
     assert nonfinite_divergence([torch.tensor([1.0, 2.0])], eager) is None, "finite where eager is not: no failure"
     assert "2 outputs and eager 1" in nonfinite_divergence([torch.ones(1), torch.ones(1)], eager)
+
+
+def test_without_an_attributed_capture_an_output_is_cloned_not_re_pointed() -> None:
+    """levit_128s and crossvit_tiny_240 in bfloat16 (H100): with no attributed capture, an
+    intermediate that held the output's block earlier was re-pointed with the output, and wrote
+    past the caller's smaller tensor into a weight (or faulted). The recorded reuse shows both."""
+    captures = _recorded("output_reuse")
+    first, second, ordering = captures["first"], captures["second"], captures["ordering"]
+    words = analysis.classify(first, second)
+    assert any(w.role == analysis.OUTPUT for w in words)
+    blind = analysis.pins(words, first, output_count=1, ordering=None)
+    assert ("output", 0) in blind and not blind[("output", 0)].fixed_address
+    assert "no attributed capture" in blind[("output", 0)].reason
+    kept = [w for w in words if w.role != analysis.OUTPUT or analysis.really_output(w, ordering)]
+    assert ("output", 0) not in analysis.pins(kept, first, output_count=1, ordering=ordering)
+    assert all(key[0] == "input" for key in blind if key != ("output", 0)), "inputs are never pinned for this"
+
+
+def test_the_state_fingerprint_sees_one_changed_element_and_holds_nan_equal_to_itself() -> None:
+    torch = pytest.importorskip("torch")
+    from graphlint.launcher.launcher import state_fingerprint
+
+    state = [
+        torch.tensor([1.0, float("nan"), 3.0]),
+        torch.ones(4, 2, dtype=torch.bfloat16).t(),  # not contiguous
+        torch.tensor(7, dtype=torch.int64),  # a 0-d step counter
+        torch.tensor([True, False]),
+    ]
+    before = state_fingerprint(state)
+    assert torch.equal(before, state_fingerprint([t.clone() for t in state])), "NaN equals itself bit for bit"
+    state[1][0, 3] = 2.0
+    assert not torch.equal(before, state_fingerprint(state))
+    assert state_fingerprint([]).numel() == 0

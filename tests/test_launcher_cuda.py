@@ -366,3 +366,24 @@ def test_an_intermediate_in_the_outputs_block_is_not_re_pointed() -> None:
     for _ in range(3):
         fresh = torch.randn_like(x)
         torch.testing.assert_close(launcher(fresh)[0], model(fresh), rtol=1e-4, atol=1e-4)
+
+
+@torch.inference_mode()
+def test_without_an_attributed_capture_every_output_is_cloned_and_no_weight_changes(monkeypatch) -> None:
+    """timm's levit_128s in bfloat16 (an H100, 2026-12-05): its attributed capture differed from
+    the plain one, intermediates in the output's block were re-pointed with the output, wrote past
+    the caller's smaller tensor and changed a weight. With no attribution, outputs are cloned."""
+    from graphlint.runtime_sanitizer.capture import two_captures
+
+    monkeypatch.setattr(two_captures, "capture_attributed", lambda *args, **kwargs: None)
+    layers = [layer for _ in range(4) for layer in (torch.nn.Linear(1024, 1024), torch.nn.GELU())]
+    model = torch.nn.Sequential(*layers).cuda().eval()
+    before = [p.clone() for p in model.parameters()]
+    x = torch.randn(1, 1024, device="cuda")
+    launcher = _launcher(model, x)
+    assert launcher._ordering is None and launcher.fallback_reason is None, launcher.fallback_reason
+    assert "no attributed capture" in launcher.pinned.get("output 0", ""), launcher.pinned
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    for _ in range(3):
+        fresh = torch.randn_like(x)
+        torch.testing.assert_close(launcher(fresh)[0], model(fresh), rtol=1e-4, atol=1e-4)

@@ -403,9 +403,13 @@ class ParameterizedLauncher:
         """Two calls on fresh inputs: each must equal copy-in/replay/clone-out bit for bit (the
         same kernels run), and the second must leave the first's output untouched. Anything
         else means pointers the analysis cannot see: fall back, loudly. Equal to its own graph
-        is not enough: a graph that gives NaN where eager computes numbers (timm's levit in
-        bfloat16 did) gives the same NaN both ways, so the second call is also held against an
-        eager run from the same state, and a non-finite value eager does not have fails it."""
+        is not enough: a graph that gives NaN where eager computes numbers gives the same NaN
+        both ways, so the second call is also held against an eager run from the same state, and
+        a non-finite value eager does not have fails it. Equal outputs are not enough either: a
+        re-pointed kernel that writes past the caller's output can land in a weight, after which
+        copy-in/replay and eager read the same broken weight (timm's levit in bfloat16 did, with
+        outputs that could not be attributed: `analysis.UNATTRIBUTED_OUTPUT`), so the state the
+        call leaves must equal, bit for bit, the state copy-in/replay leaves."""
         torch = self._torch
         fresh = [_like(t) for t in self.inputs]
         second = [_like(t) for t in self.inputs]
@@ -415,6 +419,7 @@ class ParameterizedLauncher:
             kept = [t.clone() for t in first_out]
             state = save_state(self._fixed)  # a training step moves on: compare from the same state
             second_out = self(*second)
+            launched_state = state_fingerprint(self._fixed)
         finally:
             self._poison = False
         load_state(self._fixed, state)
@@ -424,6 +429,12 @@ class ParameterizedLauncher:
         )
         if not ok:
             self.fallback_reason = "self-check failed: re-pointed results differ (pointers the analysis cannot see)"
+            return
+        if not torch.equal(launched_state, state_fingerprint(self._fixed)):
+            self.fallback_reason = (
+                "self-check failed: the re-pointed call left the parameters, buffers or optimizer state other than "
+                "copy-in/replay did (a kernel re-pointed into memory the call does not own)"
+            )
             return
         load_state(self._fixed, state)
         diverged = nonfinite_divergence(second_out, tensors_in(self._fn(*second)))
@@ -569,6 +580,23 @@ def _pack(node: _PatchedNode, addresses: dict[tuple[str, int], int]) -> None:
     """Write each slot's address (or its low half) into the node's argument buffers."""
     for field, key, delta in node.writes:
         field.value = addresses[key] + delta
+
+
+def state_fingerprint(tensors: Sequence[Any]) -> Any:
+    """One int64 per tensor: the sum of its bits read as integers (NaN included, which
+    `torch.equal` says differs from itself). Enough to see a stray write into a weight without
+    a third copy of a model's whole state during the build."""
+    import torch
+
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    sums = [
+        t.detach().contiguous().view(ints[t.element_size()]).sum(dtype=torch.int64)
+        if t.element_size() in ints
+        else t.detach().abs().sum().to(torch.int64)
+        for t in tensors
+    ]
+    device = next((t.device for t in sums if t.is_cuda), "cpu")  # CPU step counters beside CUDA weights
+    return torch.stack([t.to(device) for t in sums]) if sums else torch.zeros(0, dtype=torch.int64)
 
 
 def nonfinite_divergence(outputs: Sequence[Any], eager: Sequence[Any]) -> str | None:

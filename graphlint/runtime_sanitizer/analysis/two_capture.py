@@ -229,6 +229,17 @@ def _overlaps(region, start: int, size: int) -> bool:
     return region.start < start + size and start < region.start + region.nbytes
 
 
+# Without an attributed capture (`really_output`), the words in an output's range cannot be told
+# from an intermediate's that held the same block earlier in the capture. Re-pointing those
+# sends the intermediate's writes to the caller's fresh output, and past its end when the
+# intermediate was larger: timm's levit_128s in bfloat16 overwrote a weight that way, and
+# crossvit_tiny_240 faulted (an H100, issue #34).
+UNATTRIBUTED_OUTPUT = (
+    "output {index}: no attributed capture tells its own kernels from an intermediate's that used its memory "
+    "earlier in the capture, so it is cloned from the static output, never re-pointed"
+)
+
+
 def pins(
     words: list[Word],
     snapshot: GraphSnapshot,
@@ -238,8 +249,9 @@ def pins(
 ) -> dict[tuple[str, int], Pin]:
     """Which inputs and outputs must not be re-pointed: those a communication kernel uses (their
     buffers are registered at fixed addresses), those a memcpy/memset node touches (not
-    re-pointed), outputs no kernel argument moves with (memory the graph does not own), and
-    outputs that are views into a larger buffer (a fresh tensor cannot stand in for them)."""
+    re-pointed), outputs no kernel argument moves with (memory the graph does not own),
+    outputs that are views into a larger buffer (a fresh tensor cannot stand in for them), and
+    every output when there is no attributed ``ordering`` (`UNATTRIBUTED_OUTPUT`)."""
     communication = fixed_address_nodes(snapshot)
     found: dict[tuple[str, int], Pin] = {}
     for w in words:
@@ -266,6 +278,9 @@ def pins(
         if not (key in found and found[key].fixed_address):
             found[key] = pin
     moved = {tensor_index(w) for w in words if w.role == OUTPUT}
+    if ordering is None:
+        for index in sorted(moved):
+            found.setdefault((OUTPUT, index), Pin(OUTPUT, index, UNATTRIBUTED_OUTPUT.format(index=index), False))
     for index in range(output_count):
         if index not in moved and (OUTPUT, index) not in found:
             found[(OUTPUT, index)] = Pin(

@@ -90,12 +90,36 @@ def test_the_eager_run_puts_back_every_tensor_it_wrote_in_place() -> None:
         view.mul_(10)
         cache[0] = 7.0
         kept.copy_(made * 5)
-    written = mode.written()  # whole storages: both writes into `cache` are seen
+    written = mode.written(set())  # whole storages: both writes into `cache` are seen
     assert [t.data_ptr() for t in written] == [cache.data_ptr(), kept.data_ptr()]
     assert written[0].tolist() == [7.0, 1.0, 20.0, 30.0, 4.0, 5.0] and kept[0].item() == 5.0
+    # Memory the run allocated where the mode could not see it (compiled code) is not the program's
+    assert [t.data_ptr() for t in mode.written({cache.untyped_storage().data_ptr()})] == [kept.data_ptr()]
     mode.undo()
     assert torch.equal(cache, torch.arange(6.0)) and torch.equal(kept, torch.ones(3))
     assert not mode.random
+
+
+def test_allocated_blocks_are_the_starts_of_active_blocks_in_every_segment() -> None:
+    """The eager run tells its own allocations (Inductor's `empty_strided_cuda`, which no
+    dispatch mode sees) from the program's by the caching allocator's blocks before and after."""
+    from types import SimpleNamespace
+
+    from graphlint.runtime_sanitizer.guard.eager_compare import allocated_blocks
+
+    segments = [
+        {
+            "address": 0x1000,
+            "blocks": [
+                {"size": 0x100, "state": "active_allocated"},
+                {"size": 0x80, "state": "inactive"},
+                {"size": 0x80, "state": "active_allocated"},
+            ],
+        },
+        {"address": 0x9000, "blocks": [{"size": 0x200, "state": "active_pending_free"}]},
+    ]
+    fake = SimpleNamespace(cuda=SimpleNamespace(memory_snapshot=lambda: segments))
+    assert allocated_blocks(fake) == {0x1000, 0x1180}
 
 
 def test_a_random_operator_is_noted() -> None:

@@ -255,14 +255,18 @@ class EagerCompare:
         mode = _UndoWrites(record)
         cpu_rng, cuda_rng = torch.get_rng_state(), torch.cuda.get_rng_state()
         enabled, dtype = region.autocast
+        before = allocated_blocks(torch)
         try:
             with torch.no_grad(), torch.autocast("cuda", dtype=dtype, enabled=enabled), mode:
                 exec(region.program.code, scope)
+            made = allocated_blocks(torch) - before  # allocations no operator reported (Inductor's)
             outputs = []
             for text in region.program.outputs:
                 value = shadow[text] if text in shadow else scope.get(text)
                 outputs += [_Output(_spelled(text, i), t.detach().clone()) for i, t in enumerate(_cuda_tensors(value))]
-            outputs += [_Output(f"memory it writes in place ({_describe(t)})", t.clone(), t) for t in mode.written()]
+            outputs += [
+                _Output(f"memory it writes in place ({_describe(t)})", t.clone(), t) for t in mode.written(made)
+            ]
         except Exception as error:
             raise _Refusal(f"running the block eagerly raised {type(error).__name__}: {error}") from None
         finally:
@@ -385,13 +389,17 @@ class _UndoWrites(guard_mode_base()):  # type: ignore[misc]  # (as above)
             self.ops.append((str(func), [t.detach().clone() for t in results] if self.record else []))
         return out
 
-    def written(self) -> list[Any]:
+    def written(self, made: set[int]) -> list[Any]:
         """Each storage written in place, whole, in the dtype of its first write (a write through
-        one view and another through a second view of the same memory are both seen)."""
+        one view and another through a second view of the same memory are both seen). Storages
+        in ``made`` were allocated by the run itself without an operator the mode sees (compiled
+        code's `empty_strided_cuda`, then written with `out=`): scratch, not the program's."""
         import torch
 
         whole = []
-        for tensor in self.targets.values():
+        for key, tensor in self.targets.items():
+            if key in made:
+                continue
             storage = tensor.untyped_storage()
             count = storage.nbytes() // tensor.element_size()
             whole.append(torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(storage, 0, (count,), (1,)))
@@ -400,6 +408,19 @@ class _UndoWrites(guard_mode_base()):  # type: ignore[misc]  # (as above)
     def undo(self) -> dict[int, tuple[Any, Any]]:
         _put_back(self.backups)
         return self.backups
+
+
+def allocated_blocks(torch: Any) -> set[int]:
+    """The start of every block the CUDA caching allocator has handed out now. A storage the
+    eager run allocated starts at one of them, and was not among them before the run."""
+    found = set()
+    for segment in torch.cuda.memory_snapshot():
+        address = segment["address"]
+        for block in segment["blocks"]:
+            if block["state"] == "active_allocated":
+                found.add(address)
+            address += block["size"]
+    return found
 
 
 def _storage_bytes(tensor: Any) -> Any:

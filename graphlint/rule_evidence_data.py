@@ -23,7 +23,7 @@ EVIDENCE: dict[str, dict[str, int]] = {
     "GL113": {"positives": 3, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL201": {"positives": 21, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL202": {"positives": 9, "labelled": 0, "true": 0, "injected": 1, "found": 1},
-    "GL203": {"positives": 13, "labelled": 0, "true": 0, "injected": 0, "found": 0},
+    "GL203": {"positives": 15, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL204": {"positives": 10, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL301": {"positives": 54, "labelled": 1, "true": 1, "injected": 1, "found": 0},
     "GL302": {"positives": 61, "labelled": 3, "true": 3, "injected": 1, "found": 1},

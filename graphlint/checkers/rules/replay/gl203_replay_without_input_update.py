@@ -9,6 +9,7 @@ from graphlint.checkers.machinery.core.model import Hazard, ModuleSummary
 from graphlint.checkers.machinery.core.names import source_text
 from graphlint.checkers.machinery.detectors import Detector, ProjectFacts
 from graphlint.checkers.machinery.flows.replay.derived_inputs import Derivation, stale_derivations
+from graphlint.checkers.machinery.flows.replay.record_refills import ConditionalRefill, conditional_refills
 from graphlint.checkers.machinery.flows.replay.replay_flow import StaleReplay
 from graphlint.registry import Rule, declare
 
@@ -22,12 +23,16 @@ RULE = declare(
             "`index_copy_`, ...) before the replay. Also: a value computed from a static input "
             "before the capture (`lens_cumsum = lens.cumsum(0)`, a constructor that computes from "
             "its argument) that the capture reads and nothing keeps: refreshing the input at "
-            "replay does not recompute it."
+            "replay does not recompute it. And: a static input kept in a graph's record "
+            '(`self.graphs[bs] = {"tables": tables, ...}`) that the replaying method refills '
+            "only inside one arm of an `if` the capture did not share, while it refills other "
+            "inputs on every path."
         ),
         why=(
             "The graph recomputes on the inputs it already had: every iteration returns the same "
             "result. A value computed before the capture is outside the graph: every replay reads "
-            "what it was at capture."
+            "what it was at capture. An input refilled on some paths only is stale on the others: "
+            "the replay reads what an earlier call left in it."
         ),
         example="""
             import torch
@@ -92,6 +97,14 @@ class ReplayWithoutInputUpdate(Detector):
         made_by, keys = str(hazard.condition[1]), {str(key) for key in hazard.condition[2:]}
         return any(keys & cls.derived_args for cls in project.class_chain(made_by))
 
+    def on_Call(self, w: FunctionWalker, call: ast.Call, name: str | None) -> None:
+        """A replay whose record refills one static input on some paths only (`record_refills`)."""
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "replay") or w.class_qualname is None:
+            return
+        cls = w.st.class_nodes.get(w.class_qualname)
+        for refill in conditional_refills(w.node, call, cls) if cls is not None else ():
+            w.hazard(RULE.code, refill.refill, _refill_message(refill, call), always=True)
+
     def on_StaleReplay(self, w: FunctionWalker, event: StaleReplay) -> None:
         w.hazard(
             RULE.code,
@@ -111,6 +124,17 @@ def _derived_message(derivation: Derivation, graph: str) -> str:
         f"{what} from the static input `{derivation.source}` before the capture of "
         f"`{graph}`, which reads it: the graph keeps the value of that computation, and refreshing "
         f"`{derivation.source}` before a replay does not redo it; compute it inside the capture"
+    )
+
+
+def _refill_message(refill: ConditionalRefill, replay: ast.Call) -> str:
+    test = source_text(refill.branch.test)
+    when = f"when `{test}`" if refill.field == "body" else f"when `{test}` is false"
+    others = ", ".join(f"`{key}`" for key in refill.others[:3])
+    return (
+        f"`{refill.record}[{refill.key!r}]` is refilled before `{source_text(replay.func)}()` (line "
+        f"{replay.lineno}) only {when}; the capture read it on every path, so on the other path the replay "
+        f"reads what an earlier call left in it. Refill it on every path, like {others}"
     )
 
 

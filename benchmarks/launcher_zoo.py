@@ -168,6 +168,7 @@ def run_one(name, build, make_inputs, dtype, batch=2):
         "pinned": sorted(launcher.pinned),  # copied through static buffers, not re-pointed
         "copied": sorted(launcher.copied),  # cheaper to copy than to re-point (update_cost)
         "extra_launched_nodes": sum(node.extra for node in launcher._capture.snapshot.nodes),
+        "attributed": launcher._ordering is not None,  # else every output is cloned (UNATTRIBUTED_OUTPUT)
     }
 
 

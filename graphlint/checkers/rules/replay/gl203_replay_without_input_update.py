@@ -52,6 +52,23 @@ RULE = declare(
                 with torch.cuda.graph(graph):
                     graphs[bs]["out"] = model(offsets)
                 graphs[bs]["graph"] = graph
+
+
+            class Decoder:
+                def capture(self, bs):
+                    ids, tables = torch.zeros(bs, 8, device="cuda"), torch.zeros(bs, 8, device="cuda")
+                    graph = torch.cuda.CUDAGraph()
+                    self.graphs[bs] = {"ids": ids, "tables": tables, "graph": graph}
+                    with torch.cuda.graph(graph):
+                        self.graphs[bs]["out"] = self.model(ids, tables)
+
+                def step(self, ids, tables):
+                    record = self.graphs[ids.shape[0]]
+                    record["ids"].copy_(ids)
+                    if BACKEND == "paged":
+                        record["tables"].copy_(tables)  # the other backends replay stale tables
+                    record["graph"].replay()
+                    return record["out"].clone()
         """,
         use_instead="""
             import torch
@@ -72,6 +89,22 @@ RULE = declare(
                     offsets = lengths.cumsum(0)  # recomputed by every replay
                     graphs[bs]["out"] = model(offsets)
                 graphs[bs]["graph"] = graph
+
+
+            class Decoder:
+                def capture(self, bs):
+                    ids, tables = torch.zeros(bs, 8, device="cuda"), torch.zeros(bs, 8, device="cuda")
+                    graph = torch.cuda.CUDAGraph()
+                    self.graphs[bs] = {"ids": ids, "tables": tables, "graph": graph}
+                    with torch.cuda.graph(graph):
+                        self.graphs[bs]["out"] = self.model(ids, tables)
+
+                def step(self, ids, tables):
+                    record = self.graphs[ids.shape[0]]
+                    record["ids"].copy_(ids)
+                    record["tables"].copy_(tables if BACKEND == "paged" else tables.flip(0))
+                    record["graph"].replay()
+                    return record["out"].clone()
         """,
     )
 )

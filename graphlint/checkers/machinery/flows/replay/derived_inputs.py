@@ -120,7 +120,7 @@ def stale_derivations(
 def _visit(walk: _Walk, stmt: ast.stmt, resolve: Callable[[ast.AST], str | None]) -> None:
     inside = walk.capture.lineno < stmt.lineno <= (walk.capture.end_lineno or walk.capture.lineno)
     for node in own_expressions(stmt):
-        for load in _loads(node):
+        for load in loaded_names(node):
             if inside:
                 walk.read_in_capture.add(walk.binding(load.id))
     _note_kept(walk, stmt)
@@ -249,7 +249,8 @@ def _operands(node: ast.expr) -> Iterator[ast.expr]:
         yield from (keyword.value for keyword in node.keywords if keyword.arg != "out")
 
 
-def _loads(node: ast.AST) -> Iterator[ast.Name]:
+def loaded_names(node: ast.AST) -> Iterator[ast.Name]:
+    """The names ``node`` reads, outside nested definitions."""
     return (n for n in walk_no_defs(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
 

@@ -50,7 +50,7 @@ def class_buffers(cls: ast.ClassDef) -> ClassBuffers:
     found = ClassBuffers()
     for node in ast.walk(cls):
         if isinstance(node, ast.Call):
-            found.captures |= _is_capture(node)
+            found.captures |= is_capture_call(node)
             for written in _call_writes(node):
                 found.note(written, node.lineno)
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
@@ -125,7 +125,8 @@ def _is_copy_name(name: str) -> bool:
     return "clone" in name or name == "copy"
 
 
-def _is_capture(call: ast.Call) -> bool:
+def is_capture_call(call: ast.Call) -> bool:
+    """`torch.cuda.graph(...)` (any prefix) or `capture_begin(...)`."""
     parts = dotted_parts(call.func) or []
     return parts[-2:] == ["cuda", "graph"] or parts[-1:] == ["capture_begin"]
 

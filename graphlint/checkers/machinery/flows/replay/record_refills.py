@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from graphlint.checkers.machinery.core.branch_arms import Arm, arms_around
 from graphlint.checkers.machinery.core.names import dotted_parts, source_text
 from graphlint.checkers.machinery.core.syntax import statements, walk_no_defs
+from graphlint.checkers.machinery.flows.replay.derived_inputs import loaded_names
+from graphlint.checkers.machinery.flows.replay.kept_state import is_capture_call
 
 # In-place methods that put new data into a buffer (a fill or zero_ resets it; it does not refill).
 _REFILLING = frozenset({"copy_", "index_copy_", "index_put_", "masked_scatter_", "scatter_"})
@@ -50,11 +52,12 @@ def conditional_refills(function: ast.AST, replay: ast.Call, cls: ast.ClassDef) 
     record = _record_name(replay)
     body = getattr(function, "body", [])
     holders = _holders(function, record) if record else set()
-    inputs = _captured_inputs(cls, holders) if holders else {}
+    captured = _RecordCaptures(cls, holders) if holders else None
     around = [s for s in statements(body) if any(n is replay for n in ast.walk(s))]
     replay_stmt = around[-1] if around else None  # the innermost: statements() gives outer ones first
-    if not inputs or record is None or replay_stmt is None:
+    if captured is None or not captured.inputs or record is None or replay_stmt is None:
         return []
+    inputs = captured.inputs
     shared = set(_arms(body, replay_stmt))
     refills = _refills(body, record, replay.lineno)
     conditions = {
@@ -69,10 +72,9 @@ def conditional_refills(function: ast.AST, replay: ast.Call, cls: ast.ClassDef) 
         branch, field = next(iter(outer))
         if len(outer) > 1 or not isinstance(branch, ast.If) or _names_in(branch.test) & {record, key, inputs[key]}:
             continue
-        if source_text(branch.test) in _capture_conditions(cls, holders, inputs[key]):
+        if source_text(branch.test) in captured.conditions(inputs[key]):
             continue
-        refill = refills[key][0]
-        found.append(ConditionalRefill(record, key, refill, branch, field, always))
+        found.append(ConditionalRefill(record, key, refills[key][0], branch, field, always))
     return found
 
 
@@ -96,32 +98,36 @@ def _holders(function: ast.AST, record: str) -> set[str]:
     return found
 
 
-def _captured_inputs(cls: ast.ClassDef, holders: set[str]) -> dict[str, str]:
-    """Record key -> the name it holds, for the names a capture in the same method reads."""
-    found: dict[str, str] = {}
-    for method in _methods(cls):
-        read = {n.id for block in _captures(method) for n in _loads(block)}
-        for record in _records(method, holders):
+class _RecordCaptures:
+    """One reading of the class's methods that store a record under one of ``holders`` and
+    capture: ``inputs``, record key -> the name it holds, for the names the capture reads, and
+    the tests of the `if`s around those captures or inside them (`conditions`)."""
+
+    def __init__(self, cls: ast.ClassDef, holders: set[str]) -> None:
+        self.inputs: dict[str, str] = {}
+        self._around: set[str] = set()
+        self._inside: list[ast.If] = []
+        for method in _methods(cls):
+            records = _records(method, holders)
+            if records:
+                self._read(method, records)
+
+    def conditions(self, name: str) -> set[str]:
+        """The tests around such a capture, and those inside it around a read of ``name``: a
+        refill under one of them follows the capture's own choice."""
+        return self._around | {source_text(s.test) for s in self._inside if name in _names_in(s)}
+
+    def _read(self, method: ast.FunctionDef | ast.AsyncFunctionDef, records: list[ast.Dict]) -> None:
+        blocks = _captures(method)
+        read = {n.id for block in blocks for n in loaded_names(block)}
+        for block in blocks:
+            self._around.update(source_text(s.test) for s, _ in _arms(method.body, block) if isinstance(s, ast.If))
+            self._inside.extend(node for node in walk_no_defs(block) if isinstance(node, ast.If))
+        for record in records:
             for key, value in zip(record.keys, record.values, strict=True):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Name):
                     if value.id in read:
-                        found[key.value] = value.id
-    return found
-
-
-def _capture_conditions(cls: ast.ClassDef, holders: set[str], name: str) -> set[str]:
-    """The tests of the `if`s around a capture that builds such a record, and of those inside
-    it around a read of ``name``: a refill under one of them follows the capture's own choice."""
-    texts: set[str] = set()
-    for method in _methods(cls):
-        if not _records(method, holders):
-            continue
-        for block in _captures(method):
-            texts.update(source_text(stmt.test) for stmt, _ in _arms(method.body, block) if isinstance(stmt, ast.If))
-            for inner in walk_no_defs(block):
-                if isinstance(inner, ast.If) and name in _names_in(inner):
-                    texts.add(source_text(inner.test))
-    return texts
+                        self.inputs[key.value] = value.id
 
 
 def _records(method: ast.AST, holders: set[str]) -> list[ast.Dict]:
@@ -174,20 +180,12 @@ def _captures(method: ast.AST) -> list[ast.With]:
         node
         for node in walk_no_defs(method)
         if isinstance(node, ast.With)
-        and any(
-            isinstance(item.context_expr, ast.Call)
-            and (dotted_parts(item.context_expr.func) or [])[-2:] == ["cuda", "graph"]
-            for item in node.items
-        )
+        and any(isinstance(item.context_expr, ast.Call) and is_capture_call(item.context_expr) for item in node.items)
     ]
 
 
 def _methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     return [node for node in cls.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
-
-
-def _loads(node: ast.AST) -> list[ast.Name]:
-    return [n for n in walk_no_defs(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
 
 
 def _names_in(node: ast.AST) -> set[str]:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from graphlint.runtime_sanitizer import driver
+from graphlint.runtime_sanitizer.analysis.graph_bodies import flatten
 from graphlint.runtime_sanitizer.analysis.report import analyze_pair
 from graphlint.runtime_sanitizer.analysis.snapshot import save_captures
 from graphlint.runtime_sanitizer.capture.introspection import kernel_params_with_arguments
@@ -31,6 +32,11 @@ from graphlint.runtime_sanitizer.capture.two_captures import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from conditional_programs import conditional_nodes_supported, driver_reads_bodies, gated_update  # noqa: E402
+
+BODY_SLOTS = "n/a: read inside a conditional node's body (the launcher copies it: tests/test_conditional_cuda.py)"
+UNREAD_SLOTS = "unread body: re-pointing the top-level slots alone matches eager: "
 
 
 class Block(nn.Module):
@@ -118,7 +124,19 @@ def programs():
         ),
         # the output's block served an intermediate of the same size earlier in the capture
         "output_reuse": (torch.no_grad()(deep), [torch.randn(1, 1024, device="cuda")], module_tensors(deep)),
+        **_conditional(),
     }
+
+
+def _conditional() -> dict:
+    """An if-node whose body reads the input (`torch.cond`'s and NeMo's decoders' shape)."""
+    if not conditional_nodes_supported():
+        print("== conditional: skipped, this driver cannot add conditional nodes")
+        return {}
+    step = gated_update(torch.randn(1 << 12, device="cuda"))
+    # A driver without cuGraphNodeGetParams cannot hand out the body: recorded as such (GL500)
+    name = "conditional" if driver_reads_bodies() else "conditional_unread"
+    return {name: (step, [torch.randn(1 << 12, device="cuda")], [])}
 
 
 def repoint_check(capture, slots, fn, inputs) -> bool:
@@ -181,7 +199,11 @@ def main() -> int:
             "input_slots": [[w.node, w.param, w.offset, w.region, w.delta, w.width] for w in slots],
         }
         kernel_slots = [w for w in slots if w.param >= 0]
-        if slots and len(kernel_slots) == len(slots):
+        if any(w.inside >= 0 for w in slots):
+            ok = BODY_SLOTS
+        elif name == "conditional_unread":  # evidence: the top-level slots alone miss the body's read
+            ok = f"{UNREAD_SLOTS}{repoint_check(first, slots, fn, inputs)}"
+        elif slots and len(kernel_slots) == len(slots):
             ok = repoint_check(first, slots, fn, inputs)
         else:
             ok = "n/a: a memcpy/memset source (the launcher's job)" if slots else False
@@ -199,7 +221,7 @@ def main() -> int:
             captures["shifted"] = capture_shifted(fn, inputs, 0, fixed).snapshot
             meta["captured_alignment"] = inputs[0].data_ptr() & -inputs[0].data_ptr()
         save_captures(out_dir / f"{name}.json", captures, meta)
-        kinds = [n.type if n.type != "kernel" else n.name[:50] for n in first.snapshot.nodes]
+        kinds = [n.type if n.type != "kernel" else n.name[:50] for n in flatten(first.snapshot).nodes]
         summary[name] = {
             "nodes": len(first.snapshot.nodes),
             "node_types": sorted({n.type for n in first.snapshot.nodes}),

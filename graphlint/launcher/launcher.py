@@ -34,6 +34,7 @@ from graphlint.launcher import update_cost
 from graphlint.registry import Rule
 from graphlint.runtime_sanitizer import driver
 from graphlint.runtime_sanitizer.analysis import two_capture as analysis
+from graphlint.runtime_sanitizer.analysis.graph_bodies import flatten, unread
 from graphlint.runtime_sanitizer.analysis.report import SanitizerReport, analyze_pair, rule_finding
 from graphlint.runtime_sanitizer.capture.introspection import kernel_params_with_arguments
 from graphlint.runtime_sanitizer.capture.two_captures import (
@@ -189,7 +190,9 @@ class ParameterizedLauncher:
             repeat,
             moved_repeat,
         )  # alive while analysing: no later capture may reuse their addresses
-        self._ordering = capture_attributed(fn, owned, first.snapshot, fixed, warmup)
+        ordering = capture_attributed(fn, owned, first.snapshot, fixed, warmup)
+        # node indices as in `self.report.words`: bodies of child-graph and conditional nodes inlined
+        self._ordering = flatten(ordering) if ordering is not None else None
         self.inputs = first.inputs
         self.outputs = first.outputs
         self._meta = [(t.shape, t.stride(), t.dtype, t.get_device()) for t in self.inputs]
@@ -199,6 +202,12 @@ class ParameterizedLauncher:
         self._warned: set[str] = set()
         self._poison = False
         self._nodes = self._prepare(first)
+        blind = unread(first.snapshot)
+        if blind and self.fallback_reason is None:
+            self.fallback_reason = (
+                f"node {blind[0].index} is a conditional node whose body could not be read: a kernel in it may use "
+                "an input or output that re-pointing would not reach"
+            )
         self._required = {}
         for index, tensor in enumerate(self.inputs):
             if index in self._pinned_inputs:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from graphlint.findings import Finding
 from graphlint.runtime_sanitizer.analysis import two_capture as analysis
+from graphlint.runtime_sanitizer.analysis.graph_bodies import flatten, unread
+from graphlint.runtime_sanitizer.analysis.graph_bodies import where as where_in_graph
 from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot
 from graphlint.runtime_sanitizer.rules import (
     ALIGNMENT_HAZARD,
@@ -78,6 +80,10 @@ def analyze_pair(
     first follows the addresses, not the host values (stack bytes in padding). ``ordering`` is a
     capture of the same graph with each node's reads and writes recorded (GL504); without it
     the ordering check uses whatever accesses ``first`` carries."""
+    first, second = flatten(first), flatten(second)  # bodies of child-graph and conditional nodes
+    repeat = flatten(repeat) if repeat is not None else None
+    ordering = flatten(ordering) if ordering is not None else None
+    moved_repeat = flatten(moved_repeat) if moved_repeat is not None else None
     differences = analysis.compare_structure(first, second)
     if differences:
         shown = "; ".join(f"node {d.index}: {d.first} vs {d.second}" for d in differences[:3])
@@ -101,7 +107,7 @@ def analyze_pair(
         findings.append(
             rule_finding(
                 BAKED_HOST_VALUE,
-                f"argument {word.param} of `{nodes[word.node].name[:80]}` (node {word.node}) is "
+                f"argument {word.param} of `{nodes[word.node].name[:80]}` ({where_in_graph(nodes[word.node])}) is "
                 f"{word.first:#x} in one capture and {word.second:#x} in the other: a host value frozen into `{label}`",
                 where,
             )
@@ -112,8 +118,16 @@ def analyze_pair(
         findings.append(
             rule_finding(
                 BAKED_HOST_VALUE,
-                f"argument {param} of `{nodes[node].name[:80]}` (node {node}) is {a.hex()} in one capture and "
-                f"{b.hex()} in the other: a host value frozen into `{label}`",
+                f"argument {param} of `{nodes[node].name[:80]}` ({where_in_graph(nodes[node])}) is {a.hex()} in one "
+                f"capture and {b.hex()} in the other: a host value frozen into `{label}`",
+                where,
+            )
+        )
+    for blind in unread(first):
+        findings.append(
+            rule_finding(
+                SANITIZER_INACTIVE,
+                f"node {blind.index} of `{label}` is a conditional node: {blind.note}; its kernels are not analysed",
                 where,
             )
         )
@@ -137,15 +151,19 @@ def _noise(
 
 def ordering_findings(snapshot: GraphSnapshot, label: str, where: tuple[str, int]) -> list[Finding]:
     """GL504 for each pair of nodes with conflicting recorded accesses and no dependency path."""
+    snapshot = flatten(snapshot)
     nodes = {node.index: node for node in snapshot.nodes}
     findings = []
     for race in analysis.unordered_accesses(snapshot):
         a, b = nodes[race.first], nodes[race.second]
+        if a.inside < 0 and b.inside < 0:
+            pair = f"nodes {a.index} ({a.op or a.name[:60]}) and {b.index} ({b.op or b.name[:60]})"
+        else:
+            pair = f"{where_in_graph(a)} ({a.op or a.name[:60]}) and {where_in_graph(b)} ({b.op or b.name[:60]})"
         findings.append(
             rule_finding(
                 UNORDERED_ACCESS,
-                f"nodes {a.index} ({a.op or a.name[:60]}) and {b.index} ({b.op or b.name[:60]}) of `{label}` touch "
-                f"memory at {race.address:#x}, one writes it, and no dependency orders them",
+                f"{pair} of `{label}` touch memory at {race.address:#x}, one writes it, and no dependency orders them",
                 where,
             )
         )

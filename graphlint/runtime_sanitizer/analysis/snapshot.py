@@ -43,6 +43,13 @@ class Node:
     reads: list[tuple[int, int]] = field(default_factory=list)  # (address, bytes) the op read
     writes: list[tuple[int, int]] = field(default_factory=list)  # (address, bytes) it wrote
     extra: bool = False  # launched with `extra`: params holds the one packed argument buffer
+    # A conditional node's body graphs (`torch.cond`, NeMo's while-loop decoders): one for an
+    # if/while node, one per case for a switch; `condition` says which kind.
+    bodies: list[GraphSnapshot] = field(default_factory=list)
+    condition: str = ""
+    # In a flattened snapshot (`graph_bodies.flatten`): the top-level child-graph or conditional
+    # node whose body holds this node; -1 for a top-level node.
+    inside: int = -1
 
 
 @dataclass
@@ -69,6 +76,9 @@ class GraphSnapshot:
     regions: list[Region] = field(default_factory=list)
     provenance: dict[str, Any] = field(default_factory=dict)
     version: int = SNAPSHOT_VERSION
+    # The driver's handle of the graph while it is being read (not saved): how the operators
+    # recorded during capture find the body graph they were captured into.
+    handle: int = field(default=0, compare=False)
 
     def region_of(self, address: int, roles: tuple[str, ...] | None = None) -> Region | None:
         for region in self.regions:
@@ -82,6 +92,7 @@ class GraphSnapshot:
             data = asdict(node)
             data["params"] = [{"offset": p.offset, "size": p.size, "hex": p.data.hex()} for p in node.params]
             data["child"] = node.child.to_dict() if node.child is not None else None
+            data["bodies"] = [body.to_dict() for body in node.bodies]
             return data
 
         return {
@@ -118,6 +129,9 @@ class GraphSnapshot:
                     reads=[tuple(r) for r in raw.get("reads", [])],
                     writes=[tuple(w) for w in raw.get("writes", [])],
                     extra=raw.get("extra", False),
+                    bodies=[cls.from_dict(body) for body in raw.get("bodies", [])],
+                    condition=raw.get("condition", ""),
+                    inside=raw.get("inside", -1),
                 )
             )
         return cls(

@@ -44,6 +44,7 @@ class Word:
     second: int
     param_size: int
     width: int = 8  # bytes the launcher rewrites: 8 for a pointer, 4 for a pointer's low half
+    inside: int = -1  # the top-level node whose body holds the node (`graph_bodies`); -1: top level
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,9 @@ def classify(first: GraphSnapshot, second: GraphSnapshot) -> list[Word]:
             param_words = []
             for (offset, va), (_, vb) in zip(pa.words(), pb.words(), strict=False):
                 role, region, delta = _classify_pair(first, second, va, vb)
-                param_words.append(Word(a.index, p_index, offset, role, region, delta, va, vb, pa.size))
+                param_words.append(
+                    Word(a.index, p_index, offset, role, region, delta, va, vb, pa.size, inside=a.inside)
+                )
             low = _low_halves(first, second, a.index, p_index, pa, pb, param_words)
             low_bytes = {byte for w in low for byte in range(w.offset, w.offset + 4)}
             words.extend(w for w in param_words if not _explained_by(w, low_bytes, pa, pb))
@@ -116,7 +119,7 @@ def classify(first: GraphSnapshot, second: GraphSnapshot) -> list[Word]:
         for k_index, key in enumerate(sorted(a.pointers)):
             va, vb = a.pointers[key], b.pointers.get(key, a.pointers[key])
             role, region, delta = _classify_pair(first, second, va, vb)
-            words.append(Word(a.index, -1, k_index, role, region, delta, va, vb, 8))
+            words.append(Word(a.index, -1, k_index, role, region, delta, va, vb, 8, inside=a.inside))
     return words
 
 
@@ -155,7 +158,8 @@ def _low_halves(
             ra, da = _low_region(first, la, role)
             rb, db = _low_region(second, lb, role)
             if ra is not None and rb is not None and ra.name == rb.name and da == db:
-                found.append(Word(node, p_index, offset, role, ra.name, da, la, lb, pa.size, width=4))
+                inside = first.nodes[node].inside
+                found.append(Word(node, p_index, offset, role, ra.name, da, la, lb, pa.size, width=4, inside=inside))
                 break
     return found
 
@@ -248,8 +252,8 @@ def pins(
     ordering: GraphSnapshot | None = None,
 ) -> dict[tuple[str, int], Pin]:
     """Which inputs and outputs must not be re-pointed: those a communication kernel uses (their
-    buffers are registered at fixed addresses), those a memcpy/memset node touches (not
-    re-pointed), outputs no kernel argument moves with (memory the graph does not own),
+    buffers are registered at fixed addresses), those a memcpy/memset node or a node inside a
+    child-graph or conditional body touches (not re-pointed), outputs no kernel argument moves with (memory the graph does not own),
     outputs that are views into a larger buffer (a fresh tensor cannot stand in for them), and
     every output when there is no attributed ``ordering`` (`UNATTRIBUTED_OUTPUT`)."""
     communication = fixed_address_nodes(snapshot)
@@ -266,6 +270,14 @@ def pins(
                 "kernel whose buffers are registered at fixed addresses: it is copied through the graph's static "
                 "buffer, never re-pointed",
                 True,
+            )
+        elif w.inside >= 0 and key not in found:
+            found[key] = Pin(
+                w.role,
+                key[1],
+                f"{w.role} {key[1]} is used inside the body of node {w.inside} (a child graph or conditional node), "
+                "which re-pointing does not reach: copied through its static buffer",
+                False,
             )
         elif w.param < 0 and key not in found:
             found[key] = Pin(

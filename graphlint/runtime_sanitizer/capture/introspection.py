@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from graphlint.runtime_sanitizer import driver
+from graphlint.runtime_sanitizer.analysis.graph_bodies import UNREAD_BODY
 from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot, Node, Param, Region
 
 
@@ -132,6 +133,8 @@ def snapshot_graph(raw_graph: int, regions: Sequence[Region] = (), provenance: d
             elif node.type == "graph":
                 child = driver.ok(drv.cuGraphChildGraphNodeGetGraph(handle))
                 node.child = snapshot_graph(int(child), (), None)
+            elif node.type == "conditional":
+                _conditional(drv, handle, node)
             elif node.type != "empty":
                 node.note = f"node type {node.type!r} is not analysed"
         except driver.IntrospectionError as error:
@@ -144,7 +147,26 @@ def snapshot_graph(raw_graph: int, regions: Sequence[Region] = (), provenance: d
         result = driver.ok(drv.cuGraphGetEdges(graph, edge_count))
         sources, targets = result[0], result[1]
         edges = sorted((index_of[int(a)], index_of[int(b)]) for a, b in zip(sources, targets, strict=False))
-    return GraphSnapshot(nodes=nodes, edges=edges, regions=list(regions), provenance=provenance or {})
+    return GraphSnapshot(
+        nodes=nodes, edges=edges, regions=list(regions), provenance=provenance or {}, handle=int(raw_graph)
+    )
+
+
+def _conditional(drv: Any, handle: Any, node: Node) -> None:
+    """A conditional node's kind and its body graphs. `cuGraphNodeGetParams` is the only call that
+    hands out a conditional node's bodies, and a CUDA 13.0 driver does not have it: the node is
+    then noted as unread, which the analysis and the launcher refuse (`graph_bodies.unread`)."""
+    try:
+        params = driver.ok(drv.cuGraphNodeGetParams(handle)).conditional
+    except RuntimeError as error:  # cuda-bindings: 'Function "cuGraphNodeGetParams" not found'
+        node.note = f"{UNREAD_BODY}: this driver cannot read it ({error})"
+        return
+    node.condition = _CONDITIONS.get(int(params.type), f"type {int(params.type)}")
+    graphs = list(params.phGraph_out)[: int(params.size)]
+    node.bodies = [snapshot_graph(int(graph), (), None) for graph in graphs]
+
+
+_CONDITIONS = {0: "if", 1: "while", 2: "switch"}  # CUgraphConditionalNodeType
 
 
 def kernel_params_with_arguments(

@@ -50,6 +50,7 @@ class CaptureOrdering:
 
     def finish(self, stream: int) -> GraphSnapshot:
         """The attributed snapshot of the graph the stream is capturing; raises `Refused`."""
+        from graphlint.runtime_sanitizer.analysis.graph_bodies import flatten, unread, where
         from graphlint.runtime_sanitizer.analysis.two_capture import unattributed_nodes
         from graphlint.runtime_sanitizer.capture.introspection import snapshot_graph
         from graphlint.runtime_sanitizer.capture.two_captures import capturing_graph
@@ -68,9 +69,13 @@ class CaptureOrdering:
         except IntrospectionError as error:
             raise Refused(f"the graph could not be read: {error}") from None
         self._recorder.attribute(snapshot)
+        blind = unread(snapshot)
+        if blind:
+            raise Refused(f"node {blind[0].index} is a conditional node: {blind[0].note}")
+        snapshot = flatten(snapshot)  # child-graph and conditional bodies are checked like the rest
         unknown = unattributed_nodes(snapshot)
         if unknown:
-            shown = ", ".join(f"{n.index} ({n.name[:40] or n.type})" for n in unknown[:3])
+            shown = ", ".join(f"{where(n)} ({n.name[:40] or n.type})" for n in unknown[:3])
             raise Refused(
                 f"{len(unknown)} of {len(snapshot.nodes)} nodes were launched outside ATen operators (node {shown}): "
                 "their memory accesses are unknown, so the ordering was not checked"

@@ -21,8 +21,10 @@ from typing import Any
 
 from graphlint.runtime_sanitizer.analysis.kernel_signatures import READ, WRITE, argument_roles
 
-# (kernel name, node count before, node count after, reads, writes): what a recorder notes.
-Note = Callable[[str, "int | None", "int | None", list, list], None]
+# (kernel name, capture position before, after, reads, writes): what a recorder notes. A position
+# is (graph handle, node count), None when the graph could not be read.
+Position = tuple[int, int]
+Note = Callable[[str, "Position | None", "Position | None", list, list], None]
 Ranges = Callable[[Any], list]  # the (address, bytes) ranges of the tensors in a value
 
 
@@ -48,8 +50,9 @@ _ENTRY_POINTS = (
 class TritonLaunches:
     """Wraps each target's `run` from ``__enter__`` to ``__exit__`` and notes every launch."""
 
-    def __init__(self, note: Note, count: Callable[[], int | None], ranges: Ranges, targets=None) -> None:
-        """``count`` reads how many nodes the graph being captured has; ``ranges`` the memory of
+    def __init__(self, note: Note, count: Callable[[], Position | None], ranges: Ranges, targets=None) -> None:
+        """``count`` reads the capture position (the graph being captured, how many nodes it
+        has); ``ranges`` the memory of
         the tensors in an argument; ``targets`` are `launch_targets()` unless given (tests)."""
         self._note, self._count, self._ranges = note, count, ranges
         self._targets = launch_targets() if targets is None else targets
@@ -91,7 +94,7 @@ class TritonLaunches:
 
         return run
 
-    def _safe_count(self) -> int | None:
+    def _safe_count(self) -> Position | None:
         try:
             return self._count()
         except Exception:

@@ -160,6 +160,14 @@ def capturing_graph(stream: int) -> Any | None:
 
 def _capture_graph_node_count() -> int | None:
     """Nodes in the graph the current stream is capturing into (None if not readable)."""
+    position = _capture_position()
+    return None if position is None else position[1]
+
+
+def _capture_position() -> tuple[int, int] | None:
+    """The graph the current stream is capturing into (its handle) and how many nodes it has
+    (None if not readable). Inside a conditional node's body PyTorch captures on another stream
+    into the body graph, so the handle tells a body's nodes from the top level's."""
     import torch
 
     from graphlint.runtime_sanitizer import driver
@@ -169,7 +177,7 @@ def _capture_graph_node_count() -> int | None:
     if graph is None:
         return None
     result = drv.cuGraphGetNodes(graph, 0)
-    return int(result[-1]) if result[0] == drv.CUresult.CUDA_SUCCESS else None
+    return (int(graph), int(result[-1])) if result[0] == drv.CUresult.CUDA_SUCCESS else None
 
 
 def _tensor_ranges(value: Any) -> list[tuple[int, int]]:
@@ -192,9 +200,9 @@ class _OpRecorder:
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
-                before = _capture_graph_node_count()
+                before = _capture_position()
                 out = func(*args, **kwargs)
-                after = _capture_graph_node_count()
+                after = _capture_position()
                 writes, reads = [], []
                 for argument, value in zip(func._schema.arguments, args, strict=False):
                     target = writes if argument.alias_info is not None and argument.alias_info.is_write else reads
@@ -208,21 +216,19 @@ class _OpRecorder:
                 writes.extend(_tensor_ranges(out))
                 if before is not None:
                     recorder.note_outputs(out, before)
-                if before is None or after is None:
-                    recorder.unreadable += 1
-                elif after > before:
-                    recorder.ops.append((str(func), before, after, reads, writes))
+                recorder.note_launch(str(func), before, after, reads, writes)
                 return out
 
         self.mode = Mode()
-        self.ops: list[tuple[str, int, int, list, list]] = []
+        # (operator, graph handle, node count before, after, reads, writes)
+        self.ops: list[tuple[str, int, int, int, list, list]] = []
         self.unreadable = 0  # operators run while the capture graph could not be read
         self.launches: Any = None  # the Triton launch wrappers, while recording (`triton_launches`)
-        # storage (StorageImpl address) -> the node count when an operator first returned it
-        self.first_seen: dict[int, int] = {}
+        # storage (StorageImpl address) -> the capture position when an operator first returned it
+        self.first_seen: dict[int, tuple[int, int]] = {}
         self._refs: list[Any] = []  # weak references: a recorded StorageImpl is never recycled
 
-    def note_outputs(self, out: Any, node_count: int) -> None:
+    def note_outputs(self, out: Any, position: tuple[int, int]) -> None:
         """Remember when each storage an operator returns first appeared. A weak reference keeps
         the StorageImpl's address from being reused by a later storage, so the address names one
         storage for the whole capture."""
@@ -233,30 +239,35 @@ class _OpRecorder:
                 continue
             ref = StorageWeakRef(tensor.untyped_storage())
             if ref.cdata not in self.first_seen:
-                self.first_seen[ref.cdata] = node_count
+                self.first_seen[ref.cdata] = position
                 self._refs.append(ref)
 
     def mark_births(self, outputs: Sequence[Any], snapshot: GraphSnapshot) -> None:
         """Set each output region's `born`: nodes created before its storage existed touched its
         addresses as other (since freed) tensors, and must not be re-pointed with it."""
         by_name = {region.name: region for region in snapshot.regions}
+        top = self._top_level(snapshot)
         for index, tensor in enumerate(outputs):
             region = by_name.get(f"output{index}")
             if region is not None and tensor.is_cuda:
-                region.born = self.first_seen.get(tensor.untyped_storage()._cdata, 0)
+                graph, count = self.first_seen.get(tensor.untyped_storage()._cdata, (top, 0))
+                region.born = count if graph == top else 0  # born in a body: unknown
 
-    def note_launch(self, name: str, before: int | None, after: int | None, reads: list, writes: list) -> None:
-        """A kernel launched outside ATen (a Triton kernel, `triton_launches`), like an operator."""
+    def note_launch(
+        self, name: str, before: tuple[int, int] | None, after: tuple[int, int] | None, reads: list, writes: list
+    ) -> None:
+        """What an operator, or a kernel launched outside ATen (a Triton kernel,
+        `triton_launches`), added to the graph being captured, with its accesses."""
         if before is None or after is None:
             self.unreadable += 1
-        elif after > before:
-            self.ops.append((name, before, after, reads, writes))
+        elif before[0] == after[0] and after[1] > before[1]:
+            self.ops.append((name, before[0], before[1], after[1], reads, writes))
 
     def __enter__(self):
         from graphlint.runtime_sanitizer.capture.triton_launches import TritonLaunches
 
         self.mode.__enter__()
-        self.launches = TritonLaunches(self.note_launch, _capture_graph_node_count, _tensor_ranges).__enter__()
+        self.launches = TritonLaunches(self.note_launch, _capture_position, _tensor_ranges).__enter__()
         return self
 
     def __exit__(self, *exc):
@@ -267,11 +278,33 @@ class _OpRecorder:
         """Give each node the accesses of what launched it. A Triton launch is noted after the
         operators it runs inside it (a `zero_()` of an output it accumulates into): the
         innermost noted first keeps its nodes."""
-        for name, start, end, reads, writes in self.ops:
-            for index in range(start, min(end, len(snapshot.nodes))):
-                node = snapshot.nodes[index]
+        graphs = _graphs_by_handle(snapshot)
+        top = self._top_level(snapshot)
+        for name, graph, start, end, reads, writes in self.ops:
+            target = snapshot if graph == top else graphs.get(graph)
+            if target is None:
+                continue  # a graph the snapshot does not hold: left unattributed, so the check refuses
+            for index in range(start, min(end, len(target.nodes))):
+                node = target.nodes[index]
                 if not node.op:
                     node.op, node.reads, node.writes = name, list(reads), list(writes)
+
+    def _top_level(self, snapshot: GraphSnapshot) -> int:
+        """The handle the top-level operators were counted in: the snapshot's own, or, if no
+        operator names it (a driver that hands out another handle for the captured graph),
+        the first operator's, as before bodies were told apart."""
+        handles = [op[1] for op in self.ops]
+        return snapshot.handle if snapshot.handle in handles or not handles else handles[0]
+
+
+def _graphs_by_handle(snapshot: GraphSnapshot) -> dict[int, GraphSnapshot]:
+    """Every body graph the snapshot holds, at any depth, by its driver handle."""
+    found: dict[int, GraphSnapshot] = {}
+    for node in snapshot.nodes:
+        for body in ([node.child] if node.child is not None else []) + node.bodies:
+            found[body.handle] = body
+            found.update(_graphs_by_handle(body))
+    return found
 
 
 class CaptureSet(NamedTuple):
@@ -354,7 +387,8 @@ def capture_attributed(
     (for GL504). The mode can change what runs (torch.compile falls back to eager under it):
     when the graph differs from ``reference``, None, so ordering is never judged on a graph
     that is not the program's."""
+    from graphlint.runtime_sanitizer.analysis.graph_bodies import flatten
     from graphlint.runtime_sanitizer.analysis.two_capture import compare_structure
 
     attributed = capture_once(fn, inputs, fixed, warmup, seed=1234, attribute=True)
-    return None if compare_structure(reference, attributed.snapshot) else attributed.snapshot
+    return None if compare_structure(flatten(reference), flatten(attributed.snapshot)) else attributed.snapshot

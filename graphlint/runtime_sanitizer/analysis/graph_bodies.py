@@ -45,7 +45,7 @@ def flatten(snapshot: GraphSnapshot) -> GraphSnapshot:
     for source, target in snapshot.edges:
         after.setdefault(source, []).append(target)
     for holder in snapshot.nodes:
-        for body in _bodies(holder):
+        for body in bodies_of(holder):
             _inline(flatten(body), holder.index, after.get(holder.index, []), nodes, edges)
     return GraphSnapshot(
         nodes=nodes,
@@ -57,7 +57,8 @@ def flatten(snapshot: GraphSnapshot) -> GraphSnapshot:
     )
 
 
-def _bodies(node: Node) -> list[GraphSnapshot]:
+def bodies_of(node: Node) -> list[GraphSnapshot]:
+    """The graphs a node runs: a child-graph node's one, a conditional node's bodies."""
     return ([node.child] if node.child is not None else []) + node.bodies
 
 

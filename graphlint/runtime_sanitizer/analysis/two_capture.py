@@ -253,8 +253,8 @@ def pins(
 ) -> dict[tuple[str, int], Pin]:
     """Which inputs and outputs must not be re-pointed: those a communication kernel uses (their
     buffers are registered at fixed addresses), those a memcpy/memset node or a node inside a
-    child-graph or conditional body touches (not re-pointed), outputs no kernel argument moves with (memory the graph does not own),
-    outputs that are views into a larger buffer (a fresh tensor cannot stand in for them), and
+    child-graph or conditional body touches (not re-pointed), outputs no kernel argument moves
+    with (memory the graph does not own), outputs that are views into a larger buffer (a fresh tensor cannot stand in for them), and
     every output when there is no attributed ``ordering`` (`UNATTRIBUTED_OUTPUT`)."""
     communication = fixed_address_nodes(snapshot)
     found: dict[tuple[str, int], Pin] = {}

@@ -158,7 +158,7 @@ def _conditional(drv: Any, handle: Any, node: Node) -> None:
     then noted as unread, which the analysis and the launcher refuse (`graph_bodies.unread`)."""
     try:
         params = driver.ok(drv.cuGraphNodeGetParams(handle)).conditional
-    except RuntimeError as error:  # cuda-bindings: 'Function "cuGraphNodeGetParams" not found'
+    except (RuntimeError, driver.IntrospectionError) as error:  # 'Function "cuGraphNodeGetParams" not found'
         node.note = f"{UNREAD_BODY}: this driver cannot read it ({error})"
         return
     node.condition = _CONDITIONS.get(int(params.type), f"type {int(params.type)}")

@@ -77,7 +77,7 @@ class CaptureOrdering:
         if unknown:
             shown = ", ".join(f"{where(n)} ({n.name[:40] or n.type})" for n in unknown[:3])
             raise Refused(
-                f"{len(unknown)} of {len(snapshot.nodes)} nodes were launched outside ATen operators (node {shown}): "
+                f"{len(unknown)} of {len(snapshot.nodes)} nodes were launched outside ATen operators ({shown}): "
                 "their memory accesses are unknown, so the ordering was not checked"
             )
         return snapshot

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from graphlint.runtime_sanitizer.analysis.graph_bodies import bodies_of, flatten
 from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot, Region
 from graphlint.runtime_sanitizer.capture.introspection import provenance, snapshot_graph
 
@@ -301,7 +302,7 @@ def _graphs_by_handle(snapshot: GraphSnapshot) -> dict[int, GraphSnapshot]:
     """Every body graph the snapshot holds, at any depth, by its driver handle."""
     found: dict[int, GraphSnapshot] = {}
     for node in snapshot.nodes:
-        for body in ([node.child] if node.child is not None else []) + node.bodies:
+        for body in bodies_of(node):
             found[body.handle] = body
             found.update(_graphs_by_handle(body))
     return found
@@ -387,7 +388,6 @@ def capture_attributed(
     (for GL504). The mode can change what runs (torch.compile falls back to eager under it):
     when the graph differs from ``reference``, None, so ordering is never judged on a graph
     that is not the program's."""
-    from graphlint.runtime_sanitizer.analysis.graph_bodies import flatten
     from graphlint.runtime_sanitizer.analysis.two_capture import compare_structure
 
     attributed = capture_once(fn, inputs, fixed, warmup, seed=1234, attribute=True)

@@ -36,6 +36,7 @@ from graphlint.runtime_sanitizer import driver
 from graphlint.runtime_sanitizer.analysis import two_capture as analysis
 from graphlint.runtime_sanitizer.analysis.graph_bodies import flatten, unread
 from graphlint.runtime_sanitizer.analysis.report import SanitizerReport, analyze_pair, rule_finding
+from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot
 from graphlint.runtime_sanitizer.capture.introspection import kernel_params_with_arguments
 from graphlint.runtime_sanitizer.capture.two_captures import (
     _extent,
@@ -190,9 +191,7 @@ class ParameterizedLauncher:
             repeat,
             moved_repeat,
         )  # alive while analysing: no later capture may reuse their addresses
-        ordering = capture_attributed(fn, owned, first.snapshot, fixed, warmup)
-        # node indices as in `self.report.words`: bodies of child-graph and conditional nodes inlined
-        self._ordering = flatten(ordering) if ordering is not None else None
+        self._ordering = _flat(capture_attributed(fn, owned, first.snapshot, fixed, warmup))
         self.inputs = first.inputs
         self.outputs = first.outputs
         self._meta = [(t.shape, t.stride(), t.dtype, t.get_device()) for t in self.inputs]
@@ -202,12 +201,6 @@ class ParameterizedLauncher:
         self._warned: set[str] = set()
         self._poison = False
         self._nodes = self._prepare(first)
-        blind = unread(first.snapshot)
-        if blind and self.fallback_reason is None:
-            self.fallback_reason = (
-                f"node {blind[0].index} is a conditional node whose body could not be read: a kernel in it may use "
-                "an input or output that re-pointing would not reach"
-            )
         self._required = {}
         for index, tensor in enumerate(self.inputs):
             if index in self._pinned_inputs:
@@ -338,6 +331,12 @@ class ParameterizedLauncher:
         aliased = [w for w in words if w.role == analysis.INPUT and capture.snapshot.region_of(w.first, ("output",))]
         if aliased:
             self.fallback_reason = "an output aliases an input"
+        blind = unread(capture.snapshot)
+        if blind and self.fallback_reason is None:
+            self.fallback_reason = (
+                f"node {blind[0].index} is a conditional node whose body could not be read: a kernel in it may use "
+                "an input or output that re-pointing would not reach"
+            )
         words = [w for w in words if not self._is_pinned(w)]
         graph = drv.CUgraph(capture.graph.raw_cuda_graph())
         handles = ok(drv.cuGraphGetNodes(graph, len(capture.snapshot.nodes)))[0]
@@ -555,6 +554,11 @@ class ParameterizedLauncher:
     def _replay(self) -> None:
         """On the current stream, right after `_repoint`'s updater launch (if any)."""
         self._capture.graph.replay()  # same stream as the allocations: ordered for the allocator
+
+
+def _flat(ordering: GraphSnapshot | None) -> GraphSnapshot | None:
+    """The attributed capture with its bodies inlined: node indices as in `report.words`."""
+    return flatten(ordering) if ordering is not None else None
 
 
 def _merged(ranges: list[tuple[int, int]]) -> tuple[list[int], list[int]]:

@@ -81,9 +81,7 @@ def analyze_pair(
     capture of the same graph with each node's reads and writes recorded (GL504); without it
     the ordering check uses whatever accesses ``first`` carries."""
     first, second = flatten(first), flatten(second)  # bodies of child-graph and conditional nodes
-    repeat = flatten(repeat) if repeat is not None else None
-    ordering = flatten(ordering) if ordering is not None else None
-    moved_repeat = flatten(moved_repeat) if moved_repeat is not None else None
+    repeat, ordering, moved_repeat = (flatten(g) if g is not None else None for g in (repeat, ordering, moved_repeat))
     differences = analysis.compare_structure(first, second)
     if differences:
         shown = "; ".join(f"node {d.index}: {d.first} vs {d.second}" for d in differences[:3])
@@ -101,9 +99,7 @@ def analyze_pair(
     # buffers it registered, per-plan storage): they differ between captures for reasons of their
     # own, and its buffers are pinned, never re-pointed (GL507). Not a host value of the program.
     communication = analysis.fixed_address_nodes(first)
-    for word in analysis.baked_host_values(words, noise):
-        if word.node in communication:
-            continue
+    for word in [w for w in analysis.baked_host_values(words, noise) if w.node not in communication]:
         findings.append(
             rule_finding(
                 BAKED_HOST_VALUE,
@@ -112,9 +108,8 @@ def analyze_pair(
                 where,
             )
         )
-    for node, param, a, b in analysis.scalar_differences(first, second, noise, words):
-        if node in communication:
-            continue
+    scalars = analysis.scalar_differences(first, second, noise, words)
+    for node, param, a, b in [d for d in scalars if d[0] not in communication]:
         findings.append(
             rule_finding(
                 BAKED_HOST_VALUE,
@@ -123,18 +118,23 @@ def analyze_pair(
                 where,
             )
         )
-    for blind in unread(first):
-        findings.append(
-            rule_finding(
-                SANITIZER_INACTIVE,
-                f"node {blind.index} of `{label}` is a conditional node: {blind.note}; its kernels are not analysed",
-                where,
-            )
-        )
+    findings.extend(_unread_findings(first, label, where))
     ordered = ordering if ordering is not None else first
     findings.extend(ordering_findings(ordered, label, where))
     graph = ordered if len(ordered.nodes) == len(first.nodes) else first  # drawn by write_pictures
     return SanitizerReport(findings, words, where=where, label=label, graph=graph)
+
+
+def _unread_findings(first: GraphSnapshot, label: str, where: tuple[str, int]) -> list[Finding]:
+    """GL500 for each conditional node whose body the driver could not hand out."""
+    return [
+        rule_finding(
+            SANITIZER_INACTIVE,
+            f"node {blind.index} of `{label}` is a conditional node: {blind.note}; its kernels are not analysed",
+            where,
+        )
+        for blind in unread(first)
+    ]
 
 
 def _noise(

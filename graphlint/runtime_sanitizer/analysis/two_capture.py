@@ -271,14 +271,6 @@ def pins(
                 "buffer, never re-pointed",
                 True,
             )
-        elif w.inside >= 0 and key not in found:
-            found[key] = Pin(
-                w.role,
-                key[1],
-                f"{w.role} {key[1]} is used inside the body of node {w.inside} (a child graph or conditional node), "
-                "which re-pointing does not reach: copied through its static buffer",
-                False,
-            )
         elif w.param < 0 and key not in found:
             found[key] = Pin(
                 w.role,
@@ -286,6 +278,7 @@ def pins(
                 f"{w.role} {key[1]} is touched by a memcpy/memset node: copied through its static buffer",
                 False,
             )
+    _pin_body_tensors(words, found)
     for key, pin in _communication_buffers(ordering).items():
         if not (key in found and found[key].fixed_address):
             found[key] = pin
@@ -308,6 +301,21 @@ def pins(
             Pin(OUTPUT, index, f"output {index} is a view into a larger buffer: cloned after replay", False),
         )
     return found
+
+
+def _pin_body_tensors(words: list[Word], found: dict[tuple[str, int], Pin]) -> None:
+    """Inputs and outputs a node inside a child-graph or conditional body uses: the launcher
+    re-points top-level kernel nodes only (`graph_bodies`), so they are copied."""
+    for w in words:
+        key = (w.role, tensor_index(w)) if w.role in (INPUT, OUTPUT) else None
+        if key is not None and w.inside >= 0 and key not in found:
+            found[key] = Pin(
+                w.role,
+                key[1],
+                f"{w.role} {key[1]} is used inside the body of node {w.inside} (a child graph or conditional node), "
+                "which re-pointing does not reach: copied through its static buffer",
+                False,
+            )
 
 
 def really_output(word: Word, ordering: GraphSnapshot) -> bool:

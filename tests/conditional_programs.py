@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
@@ -54,17 +53,10 @@ def run_if(taken: bool, body: Callable[[], None]) -> None:
         body()
 
 
-def _ok(result: Any) -> Any:
-    from cuda.bindings import driver
-
-    error, *values = result if isinstance(result, tuple) else (result,)
-    if error != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"CUDA driver call failed: {error}")
-    return values[0] if len(values) == 1 else values
-
-
 def _capture_if(taken: bool, body: Callable[[], None]) -> None:
     from cuda.bindings import driver
+
+    from graphlint.runtime_sanitizer.driver import ok as _ok
 
     stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
     _status, _id, graph, dependencies, _edges, count = _ok(driver.cuStreamGetCaptureInfo(stream))

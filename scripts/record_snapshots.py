@@ -88,6 +88,13 @@ def racy(a, b):
     return y
 
 
+def gather_rows(x):
+    """A gather through an index made in the capture: its kernel's by-value OffsetCalculator fills
+    only the tensor's dimensions, and the rest of the struct is what the host stack held."""
+    index = torch.arange(x.size(0), device=x.device).view(-1, 1).repeat(1, x.size(1))
+    return torch.gather(x, 0, index)
+
+
 def programs():
     torch.manual_seed(0)
     mlp = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256)).cuda()
@@ -124,6 +131,7 @@ def programs():
         ),
         # the output's block served an intermediate of the same size earlier in the capture
         "output_reuse": (torch.no_grad()(deep), [torch.randn(1, 1024, device="cuda")], module_tensors(deep)),
+        "gather": (gather_rows, [torch.randn(64, 32, device="cuda")], []),
         **_conditional(),
     }
 

@@ -127,3 +127,88 @@ def test_the_static_output_itself_kept_across_replays_is_gl503_naming_the_contai
 def test_clones_of_the_static_output_kept_across_replays_are_not_gl503() -> None:
     model = torch.nn.Linear(16, 16).cuda()
     assert _replayed_and_kept(model, lambda out: out.clone()) == []
+
+
+def test_a_static_input_refilled_in_place_and_read_after_each_replay_is_not_gl503() -> None:
+    # The shape of PyTorch's RNG graph tests: the graph fills a tensor made before the capture;
+    # the program refills it with copy_() before each replay and reads it after: always current.
+    target = torch.zeros(1000, device="cuda")
+    start = torch.ones(1000, device="cuda")
+    with torch.no_grad(), ReplayGuard() as guard:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            target.mul_(3)
+        for _ in range(3):
+            target.copy_(start)
+            g.replay()
+            assert torch.equal(target, start * 3)
+    assert not {"GL503", "GL506"} & {f.code for f in guard.findings}, guard.findings
+
+
+def test_a_graph_that_draws_random_numbers_is_not_gl506_on_unchanged_inputs() -> None:
+    # Each replay advances the generator's offset: the same inputs give new numbers.
+    static_x = torch.ones(1000, device="cuda")
+    with torch.no_grad(), ReplayGuard() as guard:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            noisy = static_x * torch.rand(1000, device="cuda")
+        draws = []
+        for _ in range(4):
+            g.replay()
+            draws.append(noisy.clone())
+    assert not torch.equal(draws[0], draws[1])
+    assert "GL506" not in [f.code for f in guard.findings], guard.findings
+
+
+def _capture_with_temporaries() -> int:
+    """The peak bytes a capture allocates when its temporaries die inside it: their blocks are
+    reused within it, unless something holds them."""
+    x = torch.ones(1 << 18, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x
+        for _ in range(6):
+            y = y.clone() + 1  # each step's input dies as the next is made
+    peak = torch.cuda.max_memory_allocated() - before
+    del g, y
+    return peak
+
+
+def test_the_guard_does_not_keep_a_capture_s_temporaries_alive() -> None:
+    # Holding them would make the capture use more memory and move later addresses: PyTorch's
+    # memory-statistics and pool-sharing tests observe exactly that.
+    plain_peak = _capture_with_temporaries()
+    with torch.no_grad(), ReplayGuard():
+        watched_peak = _capture_with_temporaries()
+    assert watched_peak == plain_peak
+
+
+def test_a_graph_s_state_dies_with_the_graph() -> None:
+    with torch.no_grad(), ReplayGuard() as guard:
+        static_x = torch.ones(16, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            _ = static_x * 2
+        assert len(guard._graphs) == 1
+        del g
+        assert guard._graphs == {}
+
+
+def test_an_lstm_with_dropout_is_not_gl504_inside_its_own_cudnn_call() -> None:
+    # cuDNN runs the layers of one RNN call on internal streams; each of its kernels carries the
+    # whole call's accesses, so pairs inside the call are the library's business, not a race.
+    model = torch.nn.LSTM(64, 64, 2, dropout=0.5).cuda()
+    x = torch.ones(10, 8, 64, device="cuda")
+    model(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with ReplayGuard() as guard, torch.cuda.stream(side):
+        g = torch.cuda.CUDAGraph()
+        g.capture_begin()
+        model(x)
+        g.capture_end()
+    torch.cuda.current_stream().wait_stream(side)
+    assert "GL504" not in [f.code for f in guard.findings], guard.findings[:3]

@@ -79,13 +79,14 @@ def test_grads_inside_the_static_buffer_are_aliased_and_cleared_or_copied_ones_a
     assert aliased_grads(_records(fc1_weight=0x7000_0000 + 4096), BUFFER) == ()  # one past the end
 
 
-def test_one_finding_per_graph_and_parameter_set() -> None:
+def test_a_parameter_is_named_once_per_graph() -> None:
     from graphlint.runtime_sanitizer.analysis.grad_alias import GradAliasTracker
 
     tracker = GradAliasTracker()
     records = _records(fc1_weight=0x7000_0000, fc2_weight=0x7100_0000)
     assert tracker.judge(1, records, BUFFER) == ("fc1.weight", "fc2.weight")
     assert tracker.judge(1, records, BUFFER) == ()  # the next accumulation step: already reported
+    assert tracker.judge(1, _records(fc1_weight=0x7000_0000, fc2_weight=None), BUFFER) == ()  # a subset: no news
     assert tracker.judge(2, records, BUFFER) == ("fc1.weight", "fc2.weight")  # another graph
     assert tracker.judge(1, _records(fc1_weight=None, fc2_weight=None), BUFFER) == ()
 
@@ -405,3 +406,94 @@ def test_gl506_needs_still_version_counters_and_still_contents() -> None:
 
     assert replays(write_behind_counter=False) == ["GL506"]
     assert replays(write_behind_counter=True) == []
+
+
+# -- what PyTorch's own graph tests taught (test_cuda.py -k graph) ------------------------------
+
+
+def test_two_kernels_of_one_operator_call_are_not_a_race_but_two_calls_are_one_finding() -> None:
+    import copy
+
+    from graphlint.runtime_sanitizer.analysis.report import ordering_findings
+
+    racy = _race_ordering()
+    a, b = (n for n in racy.nodes if n.reads or n.writes)
+    assert len(ordering_findings(racy, "g", ("prog.py", 7))) == 1
+    one_call = copy.deepcopy(racy)  # cuDNN's RNN: one call's kernels on its internal streams
+    for node in one_call.nodes:
+        node.call = 0
+    assert ordering_findings(one_call, "g", ("prog.py", 7)) == []
+    # Two calls of several kernels each, all unordered: one finding for the pair of calls.
+    doubled = copy.deepcopy(racy)
+    for node in doubled.nodes:
+        node.call = 0 if node.index == a.index else 1
+    extra = copy.deepcopy(doubled.nodes[b.index])
+    extra.index = len(doubled.nodes)
+    doubled.nodes.append(extra)
+    (finding,) = ordering_findings(doubled, "g", ("prog.py", 7))
+    assert "(2 pairs of these two operators' nodes)" in finding.message
+
+
+def _word(first: int, second: int, offset: int = 0, size: int = 400):
+    from graphlint.runtime_sanitizer.analysis import two_capture as analysis
+
+    return analysis.Word(2, 1, offset, analysis.UNEXPLAINED, None, None, first, second, size)
+
+
+def test_a_struct_whose_differing_bytes_hold_a_stack_address_is_not_gl505() -> None:
+    from graphlint.runtime_sanitizer.analysis.two_capture import baked_host_values
+
+    # An OffsetCalculator's sizes past its dims: what the host stack held, addresses among it.
+    garbage = [_word(0x17FFFA742EA40, 0x1000000000050, 8), _word(0x4000000000000000, 0x322EA820, 16)]
+    assert baked_host_values(garbage, set()) == []
+    # A Python scalar baked into a struct with no such bytes is still GL505.
+    scalar = [_word(0x3FF0000000000000, 0x4000000000000000, 8)]
+    assert baked_host_values(scalar, set()) == scalar
+    # and a whole 8-byte argument that happens to look like an address is judged as before
+    small = [_word(0x7F85D1404AC0, 0x7F8507C20EF4, 0, 8)]
+    assert baked_host_values(small, set()) == small
+
+
+class _Notes:
+    """The guard's handle checks, counting which results the mode calls new."""
+
+    def __init__(self) -> None:
+        self.new: list = []
+
+    def _check_read(self, tensor) -> None:
+        pass
+
+    def _note_new(self, tensor) -> None:
+        self.new.append(tensor)
+
+    def _before_op(self, func, tensors) -> None:
+        pass
+
+    def _after_op(self, func, tensors, results) -> None:
+        pass
+
+
+def test_an_in_place_refill_is_not_a_new_handle_but_a_view_is() -> None:
+    torch = pytest.importorskip("torch", reason="needs torch")
+    from graphlint.runtime_sanitizer.guard.dispatch_modes import HandleWatch
+
+    static = torch.zeros(8)
+    notes = _Notes()
+    with HandleWatch(notes):
+        static.copy_(torch.ones(8))  # refilling a static input: the same tensor
+        torch.add(static, 1, out=static)
+        view = static[:4]
+    assert not any(t is static for t in notes.new)
+    assert any(t is view for t in notes.new)
+
+
+def test_the_capture_recorder_notes_random_operators() -> None:
+    torch = pytest.importorskip("torch", reason="needs torch")
+    from graphlint.runtime_sanitizer.guard.dispatch_modes import CaptureRecorder
+
+    with CaptureRecorder() as plain:
+        torch.ones(4) * 2
+    with CaptureRecorder() as random:
+        torch.nn.functional.dropout(torch.ones(4), 0.5)
+    assert not plain.draws_random
+    assert random.draws_random

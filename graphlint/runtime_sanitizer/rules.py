@@ -172,7 +172,7 @@ REPLAY_ON_UNCHANGED_INPUTS = declare(
         severity="warning",
         summary=(
             "A replay whose static inputs were not written since the previous replay, in a graph "
-            "replayed more than once."
+            "replayed more than once that neither writes its own inputs nor draws random numbers."
         ),
         why="The graph recomputes on the same inputs: new data never reached the static input buffers.",
         example="""
@@ -265,7 +265,7 @@ GRAPHED_GRAD_ALIAS = declare(
             "and the accumulation adds it onto itself: after four accumulated steps the gradient is twice "
             "the last one, not the sum, silently. Zeroing `.grad` in place keeps the alias (the result is "
             "then twice the gradient); only clearing it to None breaks it. The sanitizer reports it at the "
-            "backward() call, once per graph and parameter set; it sees only graphs made by "
+            "backward() call, naming each parameter once per backward graph; it sees only graphs made by "
             "make_graphed_callables while the sanitizer is installed."
         ),
         example="""

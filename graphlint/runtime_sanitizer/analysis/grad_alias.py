@@ -49,18 +49,17 @@ def grad_alias_message(names: Sequence[str], graph: str, replay: int) -> str:
 
 
 class GradAliasTracker:
-    """Per graph: the parameters to watch, and the parameter sets already reported (one finding
-    per graph and parameter set, however many steps repeat it)."""
+    """Per graph: the parameters already reported (one finding names a parameter once per graph,
+    however many steps repeat its alias; a later step that aliases only some of them again is
+    not news)."""
 
     def __init__(self) -> None:
-        self.reported: set[tuple[int, tuple[str, ...]]] = set()
+        self.reported: set[tuple[int, str]] = set()
 
     def judge(
         self, graph_id: int, records: Iterable[GradRecord], output_ranges: Sequence[tuple[int, int]]
     ) -> tuple[str, ...]:
-        """The aliased parameter names to report now (empty when none, or already reported)."""
-        names = aliased_grads(records, output_ranges)
-        if not names or (graph_id, names) in self.reported:
-            return ()
-        self.reported.add((graph_id, names))
+        """The aliased parameter names to report now (empty when none, or all already reported)."""
+        names = tuple(n for n in aliased_grads(records, output_ranges) if (graph_id, n) not in self.reported)
+        self.reported.update((graph_id, n) for n in names)
         return names

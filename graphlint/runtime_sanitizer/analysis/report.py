@@ -150,20 +150,30 @@ def _noise(
 
 
 def ordering_findings(snapshot: GraphSnapshot, label: str, where: tuple[str, int]) -> list[Finding]:
-    """GL504 for each pair of nodes with conflicting recorded accesses and no dependency path."""
+    """GL504 for each pair of operator calls with conflicting recorded accesses and no dependency
+    path between their nodes: one finding per pair of calls, at its first pair of nodes, so that
+    two multi-kernel calls racing are one report, not one per pair of their kernels."""
     snapshot = flatten(snapshot)
     nodes = {node.index: node for node in snapshot.nodes}
-    findings = []
+    races: dict[tuple[int, int], list[analysis.UnorderedAccess]] = {}
     for race in analysis.unordered_accesses(snapshot):
+        a, b = nodes[race.first], nodes[race.second]
+        key = (a.call, b.call) if a.call >= 0 and b.call >= 0 else (-1 - a.index, -1 - b.index)
+        races.setdefault(key, []).append(race)
+    findings = []
+    for group in races.values():
+        race = group[0]
         a, b = nodes[race.first], nodes[race.second]
         if a.inside < 0 and b.inside < 0:
             pair = f"nodes {a.index} ({a.op or a.name[:60]}) and {b.index} ({b.op or b.name[:60]})"
         else:
             pair = f"{where_in_graph(a)} ({a.op or a.name[:60]}) and {where_in_graph(b)} ({b.op or b.name[:60]})"
+        more = f" ({len(group)} pairs of these two operators' nodes)" if len(group) > 1 else ""
         findings.append(
             rule_finding(
                 UNORDERED_ACCESS,
-                f"{pair} of `{label}` touch memory at {race.address:#x}, one writes it, and no dependency orders them",
+                f"{pair} of `{label}` touch memory at {race.address:#x}, one writes it, and no dependency orders "
+                f"them{more}",
                 where,
             )
         )

@@ -50,6 +50,10 @@ class Node:
     # In a flattened snapshot (`graph_bodies.flatten`): the top-level child-graph or conditional
     # node whose body holds this node; -1 for a top-level node.
     inside: int = -1
+    # Which operator call of the capture launched it (its index in launch order), when
+    # attributed: one call's kernels are ordered among themselves by the library (cuDNN's RNN
+    # runs its layers on internal streams), which its operator-level accesses cannot show.
+    call: int = -1
 
 
 @dataclass
@@ -132,6 +136,7 @@ class GraphSnapshot:
                     bodies=[cls.from_dict(body) for body in raw.get("bodies", [])],
                     condition=raw.get("condition", ""),
                     inside=raw.get("inside", -1),
+                    call=raw.get("call", -1),
                 )
             )
         return cls(

@@ -356,8 +356,11 @@ def noise_positions(first: GraphSnapshot, repeat: GraphSnapshot) -> set[tuple[in
 def baked_host_values(words: list[Word], noise: set[tuple[int, int, int]] | None) -> list[Word]:
     """GL505: argument words that differ between the captures with no pointer explanation and
     that are not padding noise. Without a repeat capture to measure the noise, only whole
-    scalar arguments (at most 8 bytes) are judged."""
+    scalar arguments (at most 8 bytes) are judged. A by-value struct in which some differing
+    word is an address (`uninitialised_structs`) holds stack bytes, and its differing words
+    are not judged."""
     found = []
+    stacky = uninitialised_structs(words)
     for w in words:
         if w.role != UNEXPLAINED or w.param < 0:
             continue
@@ -365,8 +368,33 @@ def baked_host_values(words: list[Word], noise: set[tuple[int, int, int]] | None
             continue
         if noise is not None and (w.node, w.param, w.offset) in noise:
             continue
+        if (w.node, w.param) in stacky:
+            continue
         found.append(w)
     return found
+
+
+# Where Linux maps thread stacks, shared libraries and the CUDA driver's unified addresses.
+_MAPPED = (0x7F00_0000_0000, 0x8000_0000_0000)
+
+
+def _address_like(value: int) -> bool:
+    low = value & 0xFFFF_FFFF_FFFF  # a misaligned window keeps a 48-bit address in its low bytes
+    return _MAPPED[0] <= low < _MAPPED[1]
+
+
+def uninitialised_structs(words: list[Word]) -> set[tuple[int, int]]:
+    """(node, argument) of the by-value structs (over 8 bytes) in which a word unexplained by
+    any pointer differs between the captures and reads as a stack or mapped address in either.
+    No Python scalar looks like that: it is what the host stack held where the struct has
+    uninitialised bytes (an OffsetCalculator's sizes past its dims), and the other differing
+    words of that struct may be stack bytes too, which no host value can be told from."""
+    return {
+        (w.node, w.param)
+        for w in words
+        if w.role == UNEXPLAINED and w.param >= 0 and w.param_size > 8
+        if _address_like(w.first) or _address_like(w.second)
+    }
 
 
 def scalar_differences(
@@ -427,7 +455,8 @@ _MEMORY_NODES = ("kernel", "memcpy", "memset")
 
 def unordered_accesses(snapshot: GraphSnapshot) -> list[UnorderedAccess]:
     """Pairs of nodes whose recorded accesses conflict (write/read or write/write) with no
-    dependency path between them in the graph: a race on every replay."""
+    dependency path between them in the graph: a race on every replay. Two nodes of one
+    operator call are not judged: each carries the whole call's accesses, not its own."""
     import networkx as nx
 
     dag = nx.DiGraph()
@@ -441,7 +470,7 @@ def unordered_accesses(snapshot: GraphSnapshot) -> list[UnorderedAccess]:
     found = []
     for i, a in enumerate(accessed):
         for b in accessed[i + 1 :]:
-            if b.index in reach[a.index] or a.index in reach[b.index]:
+            if b.index in reach[a.index] or a.index in reach[b.index] or a.call == b.call >= 0:
                 continue
             where = _overlap(a.writes, b.reads + b.writes)
             if where is None:

@@ -281,14 +281,14 @@ class _OpRecorder:
         innermost noted first keeps its nodes."""
         graphs = _graphs_by_handle(snapshot)
         top = self._top_level(snapshot)
-        for name, graph, start, end, reads, writes in self.ops:
+        for call, (name, graph, start, end, reads, writes) in enumerate(self.ops):
             target = snapshot if graph == top else graphs.get(graph)
             if target is None:
                 continue  # a graph the snapshot does not hold: left unattributed, so the check refuses
             for index in range(start, min(end, len(target.nodes))):
                 node = target.nodes[index]
                 if not node.op:
-                    node.op, node.reads, node.writes = name, list(reads), list(writes)
+                    node.op, node.reads, node.writes, node.call = name, list(reads), list(writes), call
 
     def _top_level(self, snapshot: GraphSnapshot) -> int:
         """The handle the top-level operators were counted in: the snapshot's own, or, if no

@@ -20,7 +20,7 @@ class GraphState:
     site: tuple[str, int] = ("<unknown>", 1)  # the user line that captured it
     params: list[tuple[str, Any]] = field(default_factory=list)  # make_graphed_callables: (name, weakref)
     grad_aliased: set[str] = field(default_factory=set)  # parameters reported as GL509
-    updates_inputs: bool = False  # the graph writes its own inputs (a captured optimizer step)
+    new_each_replay: bool = False  # it writes its own inputs (an optimizer step) or draws random numbers
     baseline: list[tuple[Any, Any]] | None = None  # (input, copy) taken when versions first stood still
     outputs: list[tuple[Any, KeptWatch]] = field(default_factory=list)  # (weakref, watch) per static output
     kept_reported: set[int] = field(default_factory=set)  # ids of containers reported as keeping an output
@@ -40,15 +40,9 @@ def static_inputs(recorder: Any, made_ranges: list[tuple[int, int]]) -> list[tup
     return inputs
 
 
-def storage_ranges(tensors: list[Any]) -> list[tuple[int, int]]:
-    result = []
-    for tensor in tensors:
-        try:
-            storage = tensor.untyped_storage()
-            result.append((storage.data_ptr(), storage.nbytes()))
-        except Exception:
-            continue
-    return result
+def outside(ranges: list[tuple[int, int]], made: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges that start in none of ``made``: what a capture read that it did not make."""
+    return [(ptr, size) for ptr, size in ranges if not any(start <= ptr < start + n for start, n in made)]
 
 
 def named_parameters(callables: Any) -> list[tuple[str, Any]]:

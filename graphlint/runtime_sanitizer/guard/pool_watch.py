@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from graphlint.runtime_sanitizer.analysis.pool_order import PoolGraph, PoolOrder, Violation
-from graphlint.runtime_sanitizer.guard.graph_state import storage_ranges
 
 # (owner path under torch.cuda, attribute, what calling it means for the streams)
 _SYNCS = (("", "synchronize"), ("Stream", "synchronize"), ("Event", "synchronize"))
@@ -50,11 +49,14 @@ class PoolWatch:
         self._saved.append((owner, name, original))
         setattr(owner, name, wrapper)
 
-    def captured(self, graph: Any, label: str, inputs: list[Any], made_ranges: list[tuple[int, int]]) -> None:
-        """A capture is ending: the memory it allocated (its replays write it) and its inputs'.
-        Its pool id is known only once the capture has ended: it is read at the next replay."""
-        reads = storage_ranges([t for t in (ref() for ref, _ in inputs) if t is not None])
-        self._pending.append((weakref.ref(graph), label, list(made_ranges), reads))
+    def captured(
+        self, graph: Any, label: str, reads: list[tuple[int, int]], made_ranges: list[tuple[int, int]]
+    ) -> None:
+        """A capture is ending: the memory it allocated (its replays write it) and the memory of
+        its inputs, those the program deleted during the capture included (`e = c + 3; del c`:
+        the graph still reads c's block). Its pool id is known only once the capture has ended:
+        it is read at the next replay."""
+        self._pending.append((weakref.ref(graph), label, list(made_ranges), list(reads)))
 
     def replayed(self, graph: Any, stream_of: Callable[[], int]) -> list[Violation]:
         """The violations this replay makes; ``stream_of`` gives the replaying stream, asked only

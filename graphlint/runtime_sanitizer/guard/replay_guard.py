@@ -66,9 +66,9 @@ from graphlint.runtime_sanitizer.guard.graph_state import (
     GraphState,
     content_baseline,
     named_parameters,
+    outside,
     static_inputs,
     storage_address,
-    storage_ranges,
     torch_equal,
 )
 from graphlint.runtime_sanitizer.guard.installed import INSTALLED, sanitizer_internal
@@ -370,19 +370,21 @@ class ReplayGuard:
         graph = getattr(ctx, "cuda_graph", None)
         if graph is None or failed:
             return
-        made_ranges = storage_ranges(recorder.made)
+        made_ranges = recorder.made_ranges
         label = f"graph captured at {site[0]}:{site[1]}"
         inputs = static_inputs(recorder, made_ranges)
         state = GraphState(label, inputs, made_ranges, site=site)
         # A graph that writes what it reads (parameters updated in place by a captured optimizer
-        # step) computes something new on every replay, whatever the version counters say.
-        state.updates_inputs = any(storage_address(ref()) in recorder.written for ref, _ in inputs)
+        # step), or draws random numbers (each replay advances the generator), computes something
+        # new on every replay, whatever the version counters say.
+        written = any(storage_address(ref()) in recorder.written for ref, _ in inputs)
+        state.new_each_replay = written or recorder.draws_random
         # The tensors it made: those the program still holds after the capture are its static
-        # outputs (the others die with the recorder, and their weak references with them).
+        # outputs (the recorder holds them weakly: the temporaries are gone already).
         made = {id(t): t for t in recorder.made}
         state.outputs = [(weakref.ref(t), KeptWatch()) for t in made.values()]
-        self._graphs[id(graph)] = state
-        self._pools.captured(graph, label, inputs, made_ranges)
+        self._track(graph, state)
+        self._pools.captured(graph, label, outside(recorder.read_ranges, made_ranges), made_ranges)
         if self.poison is not None:
             with self._poisoning("a capture", site):
                 live = [ref() for ref, _ in inputs]
@@ -391,6 +393,18 @@ class ReplayGuard:
         if ordering is not None:
             self.graphs.seen += 1
             self._check_ordering(ctx, ordering, label, site)
+
+    def _track(self, graph: Any, state: GraphState) -> None:
+        """Know the graph until it dies: its state (and any input copies GL506 took) goes with it,
+        and a later graph given the same id starts afresh instead of inheriting its replays."""
+        key = id(graph)
+        self._graphs[key] = state
+        with contextlib.suppress(TypeError):  # a graph type without weak references: kept
+            weakref.finalize(graph, self._forget, key, state)
+
+    def _forget(self, key: int, state: GraphState) -> None:
+        if self._graphs.get(key) is state:
+            del self._graphs[key]
 
     def _check_ordering(self, ctx: Any, ordering: CaptureOrdering, label: str, site: tuple[str, int]) -> None:
         import torch
@@ -420,7 +434,7 @@ class ReplayGuard:
             self._check_kept(state)
         live = [(ref(), version) for ref, version in state.inputs]
         live = [(t, v) for t, v in live if t is not None]
-        if live and not state.unchanged_reported and not state.updates_inputs:
+        if live and not state.unchanged_reported and not state.new_each_replay:
             self._check_unchanged(state, live)
         state.inputs = [(weakref.ref(t), t._version) for t, _ in live]
         if self.poison is not None:
@@ -538,8 +552,14 @@ class ReplayGuard:
         params = [(name, weakref.ref(p)) for name, p in named_parameters(callables)]
         for graph_id in graph_ids:
             state = self._graphs[graph_id]
-            state.params = params
             state.label = f"graph made by make_graphed_callables at {state.site[0]}:{state.site[1]}"
+        # It captures every forward graph, then every backward graph: the hazard is a backward
+        # replay's. A forward graph shares the pool, so its dead temporaries' blocks may hold the
+        # gradient buffers too; watched as well, it would report the same alias twice.
+        half = len(graph_ids) // 2
+        backward = graph_ids[half:] if len(graph_ids) % 2 == 0 else graph_ids
+        for graph_id in backward:
+            self._graphs[graph_id].params = params
 
     def _check_grad_alias(self, graph_id: int, state: GraphState) -> None:
         params = [(name, ref()) for name, ref in state.params]

@@ -31,7 +31,9 @@ run() {  # name, extra pytest arguments...
   local name=$1; shift
   local start=$SECONDS
   timeout "${GRAPHLINT_SUITE_TIMEOUT:-500}" "$PY" -m pytest "${COMMON[@]}" "$@" --junitxml "$OUTDIR/$name.xml" test_cuda.py >"$OUTDIR/$name.log" 2>&1
-  echo "$name: $(tail -1 "$OUTDIR/$name.log") ($((SECONDS - start)) s)" | tee -a "$OUTDIR/summary.txt"
+  local result
+  result=$(grep -E "(passed|failed|skipped|error|deselected).* in [0-9.]+s" "$OUTDIR/$name.log" | tail -1)
+  echo "$name: ${result:-no result, see $name.log} ($((SECONDS - start)) s); $(grep -h '\[compat\]' "$OUTDIR/$name.log")" | tee -a "$OUTDIR/summary.txt"
 }
 run plain
 run sanitize "${PLUGIN[@]}" --graphlint-report "$OUTDIR/sanitize.json"

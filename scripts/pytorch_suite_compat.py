@@ -63,4 +63,8 @@ def stub_missing(source: pathlib.Path) -> list[str]:
 
 
 STUBBED.extend(stub_missing(pathlib.Path(os.environ.get("GRAPHLINT_SUITE_FILE", "test_cuda.py")).resolve()))
-print("[compat] stubbed:", ", ".join(STUBBED) or "nothing")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """In every run's log, even under -q: which names were stubbed."""
+    terminalreporter.write_line(f"[compat] stubbed: {', '.join(STUBBED) or 'nothing'}")

@@ -23,3 +23,10 @@ bash scripts/peer_suites.sh "$OUT/peers" tensordict || echo "peer_suites.sh tens
 bash scripts/peer_suites.sh "$OUT/peers" torchrl || echo "peer_suites.sh torchrl exited $?"
 cat "$OUT/real/real-programs.txt" "$OUT"/peers/peer-suites-*.txt >"$OUT/real-and-peers.txt" 2>/dev/null
 tar -C "$OUT" -czf "$OUT/real-and-peers.tgz" real peers && rm -rf "$OUT/real" "$OUT/peers"
+# PyTorch's own CUDA-graph tests (issues 32, 33), when the file for the device's torch was
+# carried (.peers/pytorch_suite/test_cuda.py; PyTorch's file, never committed here).
+if [ -f .peers/pytorch_suite/test_cuda.py ]; then
+  bash scripts/pytorch_graph_suite.sh "$OUT/pytorch-suite" .peers/pytorch_suite/test_cuda.py \
+    || echo "pytorch_graph_suite.sh: some test's outcome differs (see summary.txt)"
+  rm -f "$OUT"/pytorch-suite/*.json  # the reports are large; the logs name every finding
+fi

@@ -62,7 +62,8 @@ def stub_missing(source: pathlib.Path) -> list[str]:
     return stubbed
 
 
-STUBBED.extend(stub_missing(pathlib.Path(os.environ.get("GRAPHLINT_SUITE_FILE", "test_cuda.py")).resolve()))
+if __name__ == "conftest":  # copied beside the file as its conftest; imported, it does nothing
+    STUBBED.extend(stub_missing(pathlib.Path(os.environ.get("GRAPHLINT_SUITE_FILE", "test_cuda.py")).resolve()))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

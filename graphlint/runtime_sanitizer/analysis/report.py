@@ -161,14 +161,13 @@ def ordering_findings(snapshot: GraphSnapshot, label: str, where: tuple[str, int
         key = (a.call, b.call) if a.call >= 0 and b.call >= 0 else (-1 - a.index, -1 - b.index)
         races.setdefault(key, []).append(race)
     findings = []
-    for group in races.values():
-        race = group[0]
+    for race, *more_races in races.values():
         a, b = nodes[race.first], nodes[race.second]
         if a.inside < 0 and b.inside < 0:
             pair = f"nodes {a.index} ({a.op or a.name[:60]}) and {b.index} ({b.op or b.name[:60]})"
         else:
             pair = f"{where_in_graph(a)} ({a.op or a.name[:60]}) and {where_in_graph(b)} ({b.op or b.name[:60]})"
-        more = f" ({len(group)} pairs of these two operators' nodes)" if len(group) > 1 else ""
+        more = f" ({1 + len(more_races)} pairs of these two operators' nodes)" if more_races else ""
         findings.append(
             rule_finding(
                 UNORDERED_ACCESS,

@@ -76,17 +76,19 @@ class CaptureRecorder(guard_mode_base()):  # type: ignore[misc]  # torch is impo
         input_storages = set()
         for tensor in inputs:
             if tensor.is_cuda:
-                input_storages.add(tensor.untyped_storage().data_ptr())
+                storage = tensor.untyped_storage()
+                input_storages.add(storage.data_ptr())
                 if self._first_time(tensor):
                     self._read.append(weakref.ref(tensor))
-                    storage = tensor.untyped_storage()
                     self.read_ranges.append((storage.data_ptr(), storage.nbytes()))
         for tensor in tensors_in(out):
+            if not tensor.is_cuda:
+                continue
+            storage = tensor.untyped_storage()
             # A view (weight.t(), x[0]) shares its input's memory: it is not graph output memory.
-            if tensor.is_cuda and tensor.untyped_storage().data_ptr() not in input_storages:
-                self._first_time(tensor)
+            if storage.data_ptr() not in input_storages:
+                self._first_time(tensor)  # seen: a later read of it is not an input
                 self._made.append(weakref.ref(tensor))
-                storage = tensor.untyped_storage()
                 self.made_ranges.append((storage.data_ptr(), storage.nbytes()))
         return out
 

@@ -34,15 +34,20 @@ def static_inputs(recorder: Any, made_ranges: list[tuple[int, int]]) -> list[tup
         if id(tensor) in made:
             continue
         ptr = tensor.untyped_storage().data_ptr()
-        if any(start <= ptr < start + size for start, size in made_ranges):
+        if in_ranges(ptr, made_ranges):
             continue
         inputs.append((weakref.ref(tensor), tensor._version))
     return inputs
 
 
+def in_ranges(address: int, ranges: list[tuple[int, int]]) -> bool:
+    """Whether ``address`` lies in one of ``ranges`` ((start, bytes))."""
+    return any(start <= address < start + size for start, size in ranges)
+
+
 def outside(ranges: list[tuple[int, int]], made: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The ranges that start in none of ``made``: what a capture read that it did not make."""
-    return [(ptr, size) for ptr, size in ranges if not any(start <= ptr < start + n for start, n in made)]
+    return [(ptr, size) for ptr, size in ranges if not in_ranges(ptr, made)]
 
 
 def named_parameters(callables: Any) -> list[tuple[str, Any]]:

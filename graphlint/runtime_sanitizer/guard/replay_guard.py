@@ -65,6 +65,7 @@ from graphlint.runtime_sanitizer.guard.eager_compare import EagerCompare
 from graphlint.runtime_sanitizer.guard.graph_state import (
     GraphState,
     content_baseline,
+    in_ranges,
     named_parameters,
     outside,
     static_inputs,
@@ -606,7 +607,7 @@ class ReplayGuard:
         except Exception:
             return
         for graph_id, state in self._graphs.items():
-            if state.replays and any(start <= ptr < start + size for start, size in state.output_ranges):
+            if state.replays and in_ranges(ptr, state.output_ranges):
                 key = id(tensor)
 
                 def forget(_: object, k: int = key) -> None:

@@ -12,6 +12,7 @@ accesses are unknown), it refuses and says why instead of calling the graph orde
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot
@@ -50,10 +51,19 @@ class CaptureOrdering:
 
     def finish(self, stream: int) -> GraphSnapshot:
         """The attributed snapshot of the graph the stream is capturing; raises `Refused`."""
+        from graphlint.runtime_sanitizer.capture.two_captures import capturing_graph
+
+        return self._finish(lambda: capturing_graph(stream), "the capture stream reports no graph being captured")
+
+    def finish_captured(self, graph: Callable[[], Any]) -> GraphSnapshot:
+        """The same for a capture that has just ended, its graph still alive (torch's capture-end
+        hook): ``graph`` gives its handle, or raises when torch does not show it."""
+        return self._finish(graph, "torch's capture-end hook gave no graph to read")
+
+    def _finish(self, graph_handle: Callable[[], Any], no_graph: str) -> GraphSnapshot:
         from graphlint.runtime_sanitizer.analysis.graph_bodies import flatten, unread, where
         from graphlint.runtime_sanitizer.analysis.two_capture import unattributed_nodes
         from graphlint.runtime_sanitizer.capture.introspection import snapshot_graph
-        from graphlint.runtime_sanitizer.capture.two_captures import capturing_graph
         from graphlint.runtime_sanitizer.driver import IntrospectionError
 
         self.stop()
@@ -62,9 +72,9 @@ class CaptureOrdering:
         if self._recorder.unreadable:
             raise Refused(f"the capture graph could not be read during {self._recorder.unreadable} operators")
         try:
-            graph = capturing_graph(stream)
+            graph = graph_handle()
             if graph is None:
-                raise Refused("the capture stream reports no graph being captured")
+                raise Refused(no_graph)
             snapshot = snapshot_graph(int(graph))
         except IntrospectionError as error:
             raise Refused(f"the graph could not be read: {error}") from None

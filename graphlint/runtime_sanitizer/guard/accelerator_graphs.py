@@ -2,7 +2,8 @@
 
 The device-generic graph captures through the accelerator's own graph class in C++, past the
 `torch.cuda.graph` and `CUDAGraph` entry points the guard patches: none of its analyses sees
-such a capture or its replays. Rather than let a run that captured one read as clean, the
+such a capture or its replays (unless torch's lifecycle hooks show it, `lifecycle_hooks`:
+then it is analysed like any other). Rather than let a run that captured one read as clean, the
 guard counts each capture and refuses it (GL500, at the user's line): the capture and its
 replays go on unchanged. Where torch has no such class, nothing is installed.
 """
@@ -23,8 +24,9 @@ REASON = (
 class AcceleratorGraphWatch:
     """Wraps `torch.accelerator.Graph.capture_end`: each finished capture is reported to ``seen``."""
 
-    def __init__(self, seen: Callable[[], None]) -> None:
+    def __init__(self, seen: Callable[[], None], ended: Callable[[], int] = lambda: 0) -> None:
         self._seen = seen
+        self._ended = ended  # captures the guard saw end: one during capture_end was analysed
         self._saved: tuple[Any, Any] | None = None
 
     def install(self, torch: Any) -> None:
@@ -32,12 +34,14 @@ class AcceleratorGraphWatch:
         original = getattr(graph_cls, "capture_end", None)
         if graph_cls is None or original is None:
             return
-        seen = self._seen
+        seen, ended = self._seen, self._ended
 
         @functools.wraps(original)
         def capture_end(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            before = ended()
             result = original(graph, *args, **kwargs)
-            seen()  # after the capture ended: a failed one raised above and is the program's error
+            if ended() == before:  # torch's lifecycle hooks showed the guard none: not seen into
+                seen()  # after the capture ended: a failed one raised above and is the program's error
             return result
 
         self._saved = (graph_cls, original)

@@ -85,6 +85,24 @@ class _Region:
     done: bool = False
 
 
+def keeping_raw_graphs(cls: Any) -> tuple[Any, Any]:
+    """A `__new__` and an `__init__` for the graph class ``cls`` with which every new graph keeps
+    its raw graph (`keep_graph=True`) whatever its caller asked. Depending on the release,
+    `keep_graph` is taken by `__new__` or by `__init__`: both are given."""
+    new, init = cls.__new__, cls.__init__
+
+    def keeping_new(klass: Any, keep_graph: bool = False, *args: Any, **kwargs: Any) -> Any:
+        return new(klass, True, *args, **kwargs)
+
+    def keeping_init(graph: Any, keep_graph: bool = False, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(graph, True, *args, **kwargs)
+        except TypeError:  # an __init__ that takes no keep_graph
+            init(graph, *args, **kwargs)
+
+    return staticmethod(keeping_new), keeping_init
+
+
 class EagerCompare:
     """The GL512 watch of one guard. `report(message, site)` makes a finding; `refuse(label,
     reason, site)` says a graph is not compared (GL500)."""
@@ -105,19 +123,7 @@ class EagerCompare:
         both are wrapped."""
         cls = torch.cuda.CUDAGraph
         self._saved_new = (cls.__dict__.get("__new__"), cls.__dict__.get("__init__"))
-        new, init = cls.__new__, cls.__init__
-
-        def keeping_new(klass: Any, keep_graph: bool = False, *args: Any, **kwargs: Any) -> Any:
-            return new(klass, True, *args, **kwargs)
-
-        def keeping_init(graph: Any, keep_graph: bool = False, *args: Any, **kwargs: Any) -> None:
-            try:
-                init(graph, True, *args, **kwargs)
-            except TypeError:  # an __init__ that takes no keep_graph
-                init(graph, *args, **kwargs)
-
-        cls.__new__ = staticmethod(keeping_new)  # type: ignore[assignment]
-        cls.__init__ = keeping_init  # type: ignore[method-assign]
+        cls.__new__, cls.__init__ = keeping_raw_graphs(cls)  # type: ignore[assignment,method-assign]
 
     def uninstall(self, torch: Any) -> None:
         if self._saved_new is None:

@@ -73,6 +73,7 @@ from graphlint.runtime_sanitizer.guard.graph_state import (
     torch_equal,
 )
 from graphlint.runtime_sanitizer.guard.installed import INSTALLED, sanitizer_internal
+from graphlint.runtime_sanitizer.guard.lifecycle_hooks import LifecycleHooks
 from graphlint.runtime_sanitizer.guard.poison import PoisonWatch
 from graphlint.runtime_sanitizer.guard.pool_watch import PoolWatch
 from graphlint.runtime_sanitizer.guard.sites import UNKNOWN_SITE, innermost_user_frame, located, user_frame, user_site
@@ -119,7 +120,10 @@ class ReplayGuard:
         self._grad_alias = GradAliasTracker()
         self._backward_sites: list[tuple[str, int]] = []  # the user lines of the backward() calls running
         self._pools = PoolWatch()  # GL510: graphs sharing a memory pool
-        self._accelerator = AcceleratorGraphWatch(self._accelerator_capture)  # refused: not seen into
+        self._accelerator = AcceleratorGraphWatch(self._accelerator_capture, lambda: self._captures_ended)
+        self._captures_ended = 0  # captures this guard saw end (an accelerator graph it saw is not refused)
+        self._hooks: LifecycleHooks | None = None
+        self.hooked = False  # captures and replays seen through torch's lifecycle hooks, not patches
         self._managed = 0  # >0 while torch.cuda.graph enters or exits (its capture_begin/end are its own)
         # GL511: changes a buggy program's results on purpose
         self.poison = PoisonWatch(report=self._report_stale_memory) if poison else None
@@ -138,15 +142,39 @@ class ReplayGuard:
     def install(self) -> ReplayGuard:
         import torch
 
+        # torch's lifecycle hooks where it has them (`lifecycle_hooks`), else its entry points patched
+        self._hooks = LifecycleHooks(
+            self._hooked_capture_start, self._hooked_capture_end, self._before_replay, self._after_replay
+        )
+        self.hooked = self._hooks.install(torch)
+        if not self.hooked:
+            self._patch_entry_points(torch)
+        self._pools.install(torch)
+        self._accelerator.install(torch)
+        self._wrap_graphed(torch)
+        self._wrap_backward(torch)
+        if self.poison is not None:
+            self.poison.install(torch)
+        if self.compare is not None:
+            self.compare.install(torch)
+        self._outer = HandleWatch(self)
+        self._outer.__enter__()
+        INSTALLED.append(self)
+        if self.coverage is not None:
+            self.coverage.install(torch)
+        return self
+
+    def _patch_entry_points(self, torch: Any) -> None:
+        """Where torch has no lifecycle hooks: `torch.cuda.graph`, `CUDAGraph.replay` and the raw
+        `capture_begin`/`capture_end` wrapped. Each wrapper takes and forwards whatever the
+        original takes (torch adds keywords release by release), and `functools.wraps` keeps its
+        signature visible to callers that inspect it."""
         guard = self
         graph_cls = torch.cuda.graph
         original_enter, original_exit = graph_cls.__enter__, graph_cls.__exit__
         original_replay = torch.cuda.CUDAGraph.replay
-        self._saved = {"enter": original_enter, "exit": original_exit, "replay": original_replay}
+        self._saved.update(enter=original_enter, exit=original_exit, replay=original_replay)
 
-        # Each wrapper takes and forwards whatever the original takes (torch adds keywords
-        # release by release), and `functools.wraps` keeps its signature visible to callers
-        # that inspect it.
         @functools.wraps(original_enter)
         def enter(ctx, *args, **kwargs):
             with guard._managing():
@@ -171,20 +199,6 @@ class ReplayGuard:
         graph_cls.__enter__, graph_cls.__exit__ = enter, exit_  # type: ignore[method-assign]
         torch.cuda.CUDAGraph.replay = replay  # type: ignore[method-assign,assignment]
         self._wrap_raw_capture(torch)
-        self._pools.install(torch)
-        self._accelerator.install(torch)
-        self._wrap_graphed(torch)
-        self._wrap_backward(torch)
-        if self.poison is not None:
-            self.poison.install(torch)
-        if self.compare is not None:
-            self.compare.install(torch)
-        self._outer = HandleWatch(self)
-        self._outer.__enter__()
-        INSTALLED.append(self)
-        if self.coverage is not None:
-            self.coverage.install(torch)
-        return self
 
     def uninstall(self) -> None:
         import torch
@@ -193,15 +207,15 @@ class ReplayGuard:
             self.graphs.coverage = self.coverage.finish(torch)
         if self in INSTALLED:
             INSTALLED.remove(self)
+        self._abandon_captures()  # before the handle watch: modes are left innermost first
         if self._outer is not None:
             self._outer.__exit__(None, None, None)
             self._outer = None
         if self._saved:
+            if self._hooks is not None:
+                self._hooks.uninstall()
+            self._restore_entry_points(torch)
             torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables = self._saved["graphed"]
-            torch.cuda.graph.__enter__ = self._saved["enter"]  # type: ignore[method-assign]
-            torch.cuda.graph.__exit__ = self._saved["exit"]  # type: ignore[method-assign]
-            torch.cuda.CUDAGraph.replay = self._saved["replay"]  # type: ignore[method-assign]
-            torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.capture_end = self._saved["raw"]  # type: ignore[method-assign]
             self._pools.uninstall()
             self._accelerator.uninstall()
             if self.poison is not None:
@@ -210,6 +224,28 @@ class ReplayGuard:
                 self.compare.uninstall(torch)
             torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self._saved["backward"]  # type: ignore[method-assign]
             self._saved = {}
+
+    def _restore_entry_points(self, torch: Any) -> None:
+        if "enter" not in self._saved:
+            return  # hooked: nothing was patched
+        torch.cuda.graph.__enter__ = self._saved["enter"]  # type: ignore[method-assign]
+        torch.cuda.graph.__exit__ = self._saved["exit"]  # type: ignore[method-assign]
+        torch.cuda.CUDAGraph.replay = self._saved["replay"]  # type: ignore[method-assign]
+        torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.capture_end = self._saved["raw"]  # type: ignore[method-assign]
+
+    def _hooked_capture_start(self, graph: Any) -> None:
+        """torch's capture-start hook: the capture is live on the current stream. A capture still
+        open on that stream never ended (its block raised before capture_end): closed unread."""
+        import torch
+
+        stream = torch.cuda.current_stream()
+        self._abandon_captures(stream)  # a stream captures one graph at a time
+        self._begin_capture(_RawCapture(graph, stream, hooked=True))
+
+    def _hooked_capture_end(self, graph: Any) -> None:
+        """torch's capture-end hook: the capture ended and its graph is still alive."""
+        if self._capturing and getattr(self._capturing[-1][0], "cuda_graph", None) is graph:
+            self._end_capture(self._capturing[-1][0])
 
     def _wrap_graphed(self, torch: Any) -> None:
         """`make_graphed_callables`: analysed as a whole, and the grads it may alias watched (GL509)."""
@@ -357,20 +393,16 @@ class ReplayGuard:
                 self.compare.capture_begun(graph, label, site, user_frame())
 
     def _end_capture(self, ctx: Any, failed: bool = False) -> None:
-        """Before the capture ends: what the graph reads and writes (GL503, GL506), and for a
-        plain capture the ordering of its nodes (GL504), read from the graph being captured."""
+        """As the capture ends (just before, patched; just after, through torch's hook): what the
+        graph reads and writes (GL503, GL506), and for a plain capture the ordering of its nodes
+        (GL504), read from the graph being captured or just captured."""
         if self._internal or not self._capturing:
             return
-        graph = getattr(ctx, "cuda_graph", None)
-        if self.compare is not None and graph is not None:
-            self.compare.capture_ended(graph, failed)  # its operator trace: the innermost mode
-        _, recorder, ordering, site = self._capturing.pop()
-        if ordering is not None:
-            ordering.stop()  # entered after the recorder: left first
-        recorder.__exit__(None, None, None)
+        recorder, ordering, site = self._close_capture(ctx, failed)
         graph = getattr(ctx, "cuda_graph", None)
         if graph is None or failed:
             return
+        self._captures_ended += 1
         made_ranges = recorder.made_ranges
         label = f"graph captured at {site[0]}:{site[1]}"
         inputs = static_inputs(recorder, made_ranges)
@@ -395,6 +427,23 @@ class ReplayGuard:
             self.graphs.seen += 1
             self._check_ordering(ctx, ordering, label, site)
 
+    def _close_capture(self, ctx: Any, failed: bool) -> tuple[CaptureRecorder, CaptureOrdering | None, Any]:
+        """The innermost capture's recording modes left (innermost first), and what they recorded."""
+        graph = getattr(ctx, "cuda_graph", None)
+        if self.compare is not None and graph is not None:
+            self.compare.capture_ended(graph, failed)  # its operator trace: the innermost mode
+        _, recorder, ordering, site = self._capturing.pop()
+        if ordering is not None:
+            ordering.stop()  # entered after the recorder: left first
+        recorder.__exit__(None, None, None)
+        return recorder, ordering, site
+
+    def _abandon_captures(self, stream: Any = None) -> None:
+        """Captures whose end never came (the block raised before capture_end, so torch's end
+        hook never fired), on ``stream`` or on any: closed unread, their modes left."""
+        while self._capturing and (stream is None or getattr(self._capturing[-1][0], "capture_stream", None) == stream):
+            self._close_capture(self._capturing[-1][0], failed=True)
+
     def _track(self, graph: Any, state: GraphState) -> None:
         """Know the graph until it dies: its state (and any input copies GL506 took) goes with it,
         and a later graph given the same id starts afresh instead of inheriting its replays."""
@@ -412,7 +461,10 @@ class ReplayGuard:
 
         stream = getattr(ctx, "capture_stream", None) or torch.cuda.current_stream()
         try:
-            snapshot = ordering.finish(stream.cuda_stream)
+            if getattr(ctx, "hooked", False):  # the capture has ended: its graph, not the stream's
+                snapshot = ordering.finish_captured(ctx.cuda_graph.raw_cuda_graph)
+            else:
+                snapshot = ordering.finish(stream.cuda_stream)
         except Refused as refusal:
             self._refuse(label, str(refusal), site)
             return
@@ -648,8 +700,10 @@ class ReplayGuard:
 
 
 class _RawCapture:
-    """What `_begin_capture` reads of a `torch.cuda.graph` block, for a raw capture_begin."""
+    """What `_begin_capture` reads of a `torch.cuda.graph` block, for a raw capture_begin or a
+    capture seen through torch's hooks (``hooked``: read after it ended, not from its stream)."""
 
-    def __init__(self, graph: Any, stream: Any) -> None:
+    def __init__(self, graph: Any, stream: Any, hooked: bool = False) -> None:
         self.cuda_graph = graph
         self.capture_stream = stream
+        self.hooked = hooked

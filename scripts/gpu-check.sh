@@ -4,6 +4,9 @@
 # .whl/ also needs tensordict's wheel for scripts/real_programs.py's cudagraphmodule, here:
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
 #     --platform manylinux_2_17_x86_64 -d .whl tensordict==0.14.0 cloudpickle orjson pyvers
+# Optional peers in .peers/ (git-ignored, carried with `carry: [".whl", ".peers"]`), each run when
+# present: pytorch_suite/test_cuda.py (PyTorch's file for the device's torch), gpt-fast/ (its
+# model.py and generate.py), megatron/ (the megatron-core cp312 wheel from PyPI).
 set -o pipefail
 OUT=${1:?usage: gpu-check.sh OUTDIR}
 mkdir -p "$OUT"
@@ -29,4 +32,16 @@ if [ -f .peers/pytorch_suite/test_cuda.py ]; then
   bash scripts/pytorch_graph_suite.sh "$OUT/pytorch-suite" .peers/pytorch_suite/test_cuda.py \
     || echo "pytorch_graph_suite.sh: some test's outcome differs (see summary.txt)"
   rm -f "$OUT"/pytorch-suite/*.json  # the reports are large; the logs name every finding
+fi
+# gpt-fast's own compiled decode (issue 32), when its model.py and generate.py were carried
+# (.peers/gpt-fast; pytorch-labs/gpt-fast's files, never committed here).
+if [ -f .peers/gpt-fast/generate.py ]; then
+  bash scripts/check_gpt_fast.sh "$OUT/gpt-fast" .peers/gpt-fast || echo "check_gpt_fast.sh exited $?"
+  rm -f "$OUT"/gpt-fast/*.pt
+fi
+# Megatron-core's local CUDA graphs (issue 32), when its wheel was carried (.peers/megatron/).
+if compgen -G ".peers/megatron/megatron_core-*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .peers/megatron/megatron_core-*.whl
+  bash scripts/check_megatron_local.sh "$OUT/megatron" || echo "check_megatron_local.sh exited $?"
+  rm -f "$OUT"/megatron/*.pt
 fi

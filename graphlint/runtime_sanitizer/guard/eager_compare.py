@@ -117,10 +117,9 @@ class EagerCompare:
 
     # -- install: graphs keep their raw graph, so prefixes can be cut from it ---------------
     def install(self, torch: Any) -> None:
-        """Graphs made from now on keep their raw graph (`keep_graph=True`), which a bisection
+        """Graphs made from now on keep their raw graph (`keeping_raw_graphs`), which a bisection
         cuts prefixes from; such a graph is instantiated by its first replay, with the same
-        results. Depending on the release, `keep_graph` is taken by `__new__` or `__init__`:
-        both are wrapped."""
+        results."""
         cls = torch.cuda.CUDAGraph
         self._saved_new = (cls.__dict__.get("__new__"), cls.__dict__.get("__init__"))
         cls.__new__, cls.__init__ = keeping_raw_graphs(cls)  # type: ignore[assignment,method-assign]

@@ -86,8 +86,8 @@ class CaptureOrigins:
 
     # -- the index --------------------------------------------------------------------------
     def _index_fact(self, fact: tuple) -> None:
-        if fact[0] == "K":
-            return  # ("K", location, key): a constant global, no expression to read
+        if fact[0] == "K" or fact[0] == "Q":
+            return  # a constant global, or the tests of a guarded return: no expression to read
         if fact[0] == "G":
             self._guards[fact[1]] = fact[2]  # a parameter checked by a leading isinstance guard
             return

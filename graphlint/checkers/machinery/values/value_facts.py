@@ -44,7 +44,9 @@ evaluates to the set of values it may hold:
 Facts are ("=", target, expr) (a target is a "v", "g", "a", "[" or ":" expression, or
 ("{", expr): `d.update(other)`, key by key), ("x", expr), ("K", location, key): a module
 global bound once, to a constant, and ("G", location, class expr): a parameter a leading
-`if not isinstance(p, C): raise` checks (for `capture_origins`; the solver skips it).
+`if not isinstance(p, C): raise` checks (for `capture_origins`; the solver skips it), and
+("Q", location, ((parameter index, classes expr), ...)): a return under `isinstance` tests on
+the function's parameters, stored at ``f.<return>#n`` (`return_guards`).
 Definitions are kept as `flow_defs`: qualname -> (params, positional count, *args, **kwargs,
 kind), kind "f" function, "m" method, "s" staticmethod, "c" classmethod, "p" property.
 """
@@ -67,6 +69,7 @@ from graphlint.checkers.machinery.core.syntax import (
     statements,
     unquoted_annotation,
 )
+from graphlint.checkers.machinery.values.return_guards import Guard, return_guards
 from graphlint.checkers.machinery.values.value_keys import constant_key, slice_view
 from graphlint.checkers.machinery.values.value_memory import STRAIGHT, access_path, forget_name
 
@@ -125,6 +128,8 @@ class _Scope:
     versions: dict[str, int] = field(default_factory=dict)  # the assignment each such name holds now
     memory: dict[tuple[str, ...], tuple | None] = field(default_factory=dict)  # value_memory: path -> stored
     imports: dict[str, str] = field(default_factory=dict)  # names only a late import binds -> dotted
+    return_guards: dict[int, tuple[Guard, ...]] = field(default_factory=dict)  # return_guards: id(return) -> tests
+    guarded: int = 0  # guarded returns recorded so far (their locations' numbers)
 
     def loc(self, name: str) -> str:
         if self.kind == "function":
@@ -246,7 +251,7 @@ class FactRecorder:
             self._effect(scope, stmt.value)
         elif isinstance(stmt, ast.Return):
             if stmt.value is not None:
-                self._returned(scope, self.ex(scope, stmt.value))
+                self._returned(scope, self.ex(scope, stmt.value), scope.return_guards.get(id(stmt), ()))
         elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
             value = self.ex(scope, stmt.value) if stmt.value is not None else None
             if isinstance(stmt, ast.AnnAssign) and scope.kind != "module":
@@ -291,9 +296,25 @@ class FactRecorder:
         if value is not None and value[0] != "v" and value[0] != "d":
             self.facts.append(("x", value))
 
-    def _returned(self, scope: _Scope, value: Expr | None) -> None:
-        if value is not None and scope.kind == "function":
-            self.facts.append(("=", ("v", self.intern(f"{scope.qualname}.<return>")), value))
+    def _returned(self, scope: _Scope, value: Expr | None, guards: tuple[Guard, ...] = ()) -> None:
+        """What the function returns; under `isinstance` tests on its parameters, at a location
+        of its own with a ``Q`` fact naming the tests (`return_guards`)."""
+        if value is None or scope.kind != "function":
+            return
+        location = f"{scope.qualname}.<return>"
+        tests = tuple((index, self._classes(scope, classes)) for index, classes in guards)
+        tests = tuple((index, classes) for index, classes in tests if classes is not None)
+        if tests:
+            scope.guarded += 1
+            location = self.intern(f"{location}#{scope.guarded}")
+            self.facts.append(("Q", location, tests))
+        self.facts.append(("=", ("v", self.intern(location)), value))
+
+    def _classes(self, scope: _Scope, node: ast.expr) -> Expr | None:
+        """`C` or `(A, B)` of an `isinstance` test: the union of the names, None if none is one."""
+        parts = node.elts if isinstance(node, ast.Tuple) else [node]
+        named = tuple(e for e in (self.ex(scope, part) for part in parts) if e is not None and e[0] in ("g", "v"))
+        return ("u", *named) if named else None
 
     def _assign(self, scope: _Scope, targets: list[ast.expr], value_node: ast.expr) -> None:
         elements = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) else None
@@ -415,6 +436,7 @@ class FactRecorder:
         inner.imports = self._late_imports(node.body, inner)
         inner.names -= inner.imports.keys()
         self._declared |= inner.globals
+        inner.return_guards = return_guards(node.body, self.defs[qualname][0], _assigned_in(node.body))
         if kind == "m" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("i", scope.qualname)))
         elif kind == "c" and inner.self_loc is not None:

@@ -30,6 +30,7 @@ from typing import Protocol, TypeVar
 from graphlint.checkers.machinery.core.model import ClassSummary, FunctionSummary, ModuleSummary
 from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.values.class_hierarchy import ClassHierarchy
+from graphlint.checkers.machinery.values.return_guards import may_pass
 from graphlint.checkers.machinery.values.value_containers import ContainerFlow, is_container
 
 _EMPTY: frozenset[str] = frozenset()
@@ -100,6 +101,7 @@ class ValueFlow:
         self._current = -1
         self._stored = self._stored_names(facts)
         self._static: dict[str, frozenset[str]] = {}  # names whose value no fact can change
+        self._guarded: dict[str, list[tuple[str, tuple]]] = {}  # function -> its guarded returns (`return_guards`)
         self._eval: dict[str, Callable[[tuple], set[str] | frozenset[str]]] = {
             "v": lambda e: self._read(e[1]),
             "g": lambda e: self._global(e[1]),
@@ -146,7 +148,9 @@ class ValueFlow:
         for fact in facts:
             if fact[0] == "K":
                 self._constants[fact[1]] = fact[2] if fact[1] not in self._constants else None
-        queue = deque(i for i, fact in enumerate(facts) if fact[0] != "K" and fact[0] != "G")
+            elif fact[0] == "Q":  # a guarded return (`return_guards`): ``f.<return>#n`` and its tests
+                self._guarded.setdefault(fact[1].rpartition(".<return>#")[0], []).append((fact[1], fact[2]))
+        queue = deque(i for i, fact in enumerate(facts) if fact[0] not in ("K", "G", "Q"))
         self._queue = queue
         self._queued = set(queue)
         while queue:
@@ -457,7 +461,7 @@ class ValueFlow:
                 found.add(method)
             elif kind == "p":
                 self._bind_self(method, instance)
-                found |= self._read(f"{method}.<return>")
+                found |= self._returns(method)
             else:
                 if bind or kind == "c":
                     self._bind_self(method, summary.qualname if kind == "c" else instance)
@@ -554,7 +558,33 @@ class ValueFlow:
             (self.extra if extra else self.calls).setdefault(key, set()).add(target)
             self._bind(target, shift, positional, keywords)
             result |= self._read(f"{target}.<return>")
+            for location, tests in self._guarded.get(target, ()):
+                if all(self._may_pass(target, shift, positional, keywords, test) for test in tests):
+                    result |= self._read(location)
         return result
+
+    def _may_pass(self, target: str, shift: int, positional: list, keywords: list, test: tuple) -> bool:
+        """Whether this call's argument for the parameter an `isinstance` test names may be an
+        instance of the tested classes (`return_guards.may_pass`); not passed, or passed in a
+        starred argument: it may."""
+        index, classes = test
+        params = self.defs[target][0]
+        slot = index - shift
+        values: set[str] | frozenset[str] = _EMPTY
+        if 0 <= slot < len(positional) and not any(starred for starred, _ in positional[: slot + 1]):
+            values = positional[slot][1]
+        else:
+            values = next((v for name, v in keywords if name == params[index]), _EMPTY)
+        tested = {c for c in self.evaluate(classes) if c in self.names.classes or c[0] == "?"}
+        return may_pass(values, tested, self.hierarchy)
+
+    def _returns(self, function: str) -> set[str] | frozenset[str]:
+        """Everything ``function`` may return, its guarded returns included (a property, an
+        iterator protocol: no argument decides them)."""
+        found = set(self._read(f"{function}.<return>"))
+        for location, _ in self._guarded.get(function, ()):
+            found |= self._read(location)
+        return found
 
     def _callables(self, values: set[str] | frozenset[str]) -> set[str] | frozenset[str]:
         """What calling each value runs, a cone's as the `forward` (or `__call__`) of each of
@@ -693,11 +723,11 @@ class ValueFlow:
                 found |= self.containers.elements((value,)) if is_container(value) else {value}
                 continue
             self._protocol_call(method, value, expr[2])
-            for iterator in sorted(self._read(f"{method}.<return>")):
+            for iterator in sorted(self._returns(method)):
                 following = self._method(iterator[1:], "__next__") if iterator[0] == "!" else None
                 if following is not None:
                     self._protocol_call(following, iterator, expr[2])
-                    found |= self._read(f"{following}.<return>")
+                    found |= self._returns(following)
         return found
 
     def _protocol_call(self, method: str, instance: str, key: CallKey) -> None:

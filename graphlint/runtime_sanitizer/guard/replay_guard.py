@@ -122,8 +122,11 @@ class ReplayGuard:
         self._pools = PoolWatch()  # GL510: graphs sharing a memory pool
         self._accelerator = AcceleratorGraphWatch(self._accelerator_capture, lambda: self._captures_ended)
         self._captures_ended = 0  # captures this guard saw end (an accelerator graph it saw is not refused)
-        self._hooks: LifecycleHooks | None = None
-        self.hooked = False  # captures and replays seen through torch's lifecycle hooks, not patches
+        # torch's lifecycle hooks where it has them (`lifecycle_hooks`), else its entry points patched
+        self._hooks = LifecycleHooks(
+            self._hooked_capture_start, self._hooked_capture_end, self._before_replay, self._after_replay
+        )
+        self.hooked = False  # this installation saw graphs through the hooks, not through patches
         self._managed = 0  # >0 while torch.cuda.graph enters or exits (its capture_begin/end are its own)
         # GL511: changes a buggy program's results on purpose
         self.poison = PoisonWatch(report=self._report_stale_memory) if poison else None
@@ -142,10 +145,6 @@ class ReplayGuard:
     def install(self) -> ReplayGuard:
         import torch
 
-        # torch's lifecycle hooks where it has them (`lifecycle_hooks`), else its entry points patched
-        self._hooks = LifecycleHooks(
-            self._hooked_capture_start, self._hooked_capture_end, self._before_replay, self._after_replay
-        )
         self.hooked = self._hooks.install(torch)
         if not self.hooked:
             self._patch_entry_points(torch)
@@ -212,8 +211,7 @@ class ReplayGuard:
             self._outer.__exit__(None, None, None)
             self._outer = None
         if self._saved:
-            if self._hooks is not None:
-                self._hooks.uninstall()
+            self._hooks.uninstall()
             self._restore_entry_points(torch)
             torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables = self._saved["graphed"]
             self._pools.uninstall()

@@ -47,17 +47,26 @@ def return_guards(body: list[ast.stmt], params: tuple[str, ...], rebound: set[st
 
 
 def _tests(test: ast.expr, params: tuple[str, ...], rebound: set[str]) -> tuple[Guard, ...]:
+    return tuple(
+        (params.index(name.id), classes)
+        for name, classes in isinstance_tests(test)
+        if name.id in params and name.id not in rebound
+    )
+
+
+def isinstance_tests(test: ast.expr) -> list[tuple[ast.Name, ast.expr]]:
+    """The `isinstance(name, classes)` tests an `if` test makes, alone or among `and`'s operands."""
     operands = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-    found = []
-    for node in operands:
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"):
-            continue
-        if len(node.args) != 2 or node.keywords or not isinstance(node.args[0], ast.Name):
-            continue
-        name = node.args[0].id
-        if name in params and name not in rebound:
-            found.append((params.index(name), node.args[1]))
-    return tuple(found)
+    return [tested for tested in map(isinstance_of_name, operands) if tested is not None]
+
+
+def isinstance_of_name(node: ast.expr) -> tuple[ast.Name, ast.expr] | None:
+    """`isinstance(name, classes)`: the name tested and the classes expression, else None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"):
+        return None
+    if len(node.args) != 2 or node.keywords or not isinstance(node.args[0], ast.Name):
+        return None
+    return node.args[0], node.args[1]
 
 
 def _blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:

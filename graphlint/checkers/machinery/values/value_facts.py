@@ -69,7 +69,7 @@ from graphlint.checkers.machinery.core.syntax import (
     statements,
     unquoted_annotation,
 )
-from graphlint.checkers.machinery.values.return_guards import Guard, return_guards
+from graphlint.checkers.machinery.values.return_guards import Guard, isinstance_of_name, isinstance_tests, return_guards
 from graphlint.checkers.machinery.values.value_keys import constant_key, slice_view
 from graphlint.checkers.machinery.values.value_memory import STRAIGHT, access_path, forget_name
 
@@ -279,17 +279,13 @@ class FactRecorder:
         an instance of ``C`` or of any project class derived from it (a ``("+", classes)``
         value, `class_hierarchy`), whoever calls the function. A hook torch calls with each
         submodule, narrowed by type, has no other source of values."""
-        tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
         params = self.defs.get(scope.qualname, ((),))[0] if scope.kind == "function" else ()
-        for node in tests:
-            tested = _isinstance_of_name(node)
-            if tested is None or tested[0].id not in params:
+        for name, classes in isinstance_tests(test):
+            if name.id not in params:
                 continue
-            param, classes = self.ex(scope, tested[0]), tested[1]
-            parts = classes.elts if isinstance(classes, ast.Tuple) else [classes]
-            checked = tuple(e for e in (self.ex(scope, part) for part in parts) if e is not None and e[0] in ("g", "v"))
-            if param is not None and param[0] == "v" and checked:
-                self.facts.append(("=", param, ("+", ("u", *checked))))
+            param, checked = self.ex(scope, name), self._classes(scope, classes)
+            if param is not None and param[0] == "v" and checked is not None:
+                self.facts.append(("=", param, ("+", checked)))
 
     def _effect(self, scope: _Scope, node: ast.expr) -> None:
         value = self.ex(scope, node)
@@ -474,7 +470,7 @@ class FactRecorder:
         test, then = body[0].test, body[0].body
         if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)) or not isinstance(then[-1], ast.Raise):
             return
-        tested = _isinstance_of_name(test.operand)
+        tested = isinstance_of_name(test.operand)
         if tested is None:
             return
         name = tested[0].id
@@ -1008,15 +1004,6 @@ def _join(first: Expr | None, second: Expr | None) -> Expr | None:
     if second is None:
         return first
     return ("u", first, second)
-
-
-def _isinstance_of_name(node: ast.expr) -> tuple[ast.Name, ast.expr] | None:
-    """`isinstance(name, classes)`: the name tested and the classes expression, else None."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"):
-        return None
-    if len(node.args) != 2 or node.keywords or not isinstance(node.args[0], ast.Name):
-        return None
-    return node.args[0], node.args[1]
 
 
 def _local_names(body: list[ast.stmt], names: set[str], declared: set[str]) -> None:

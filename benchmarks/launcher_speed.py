@@ -2,7 +2,9 @@
 
 One process, side by side (every variant's calls interleaved), for MLPs of several widths and batch sizes, a transformer block
 (SDPA) and a torch.compile'd function: per-call GPU latency
-(median of CUDA-event timings), per-call CPU time (median of perf_counter around the call),
+(median of CUDA-event timings from an idle device, which counts the host's work before the first
+launch too), per-call GPU busy time (the device's own time per call, with the host's out of the
+way: `busy`), per-call CPU time (median of perf_counter around the call),
 peak memory during the calls, the graph pool's size, and the patch cost against the number of
 patched nodes, for the launcher's default (``updates="auto"``) and host-side updates. Writes JSON with the device and versions, prints a Markdown table.
 
@@ -24,6 +26,9 @@ from graphlint.launcher.launcher import ParameterizedLauncher
 from graphlint.runtime_sanitizer.capture.two_captures import pool_segments
 
 ITERS = 200
+BUSY_CALLS = 10  # calls queued behind one spin kernel per busy sample
+BUSY_ROUNDS = 15  # busy samples per variant, interleaved like the latency samples
+_cycles_per_us: list[float] = []
 
 
 def mlp(width: int, depth: int) -> torch.nn.Module:
@@ -45,10 +50,51 @@ def _timed(call, x) -> tuple[float, float]:
     return start_event.elapsed_time(end_event) * 1000, cpu
 
 
+def _spin_cycles_per_us() -> float:
+    """The spin kernel's (`torch.cuda._sleep`) clock cycles per microsecond, measured once."""
+    if not _cycles_per_us:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        torch.cuda._sleep(10**7)
+        end.record()
+        end.synchronize()
+        _cycles_per_us.append(10**7 / (start.elapsed_time(end) * 1000))
+    return _cycles_per_us[0]
+
+
+def busy(call, inputs_pool, offset: int = 0) -> float | None:
+    """GPU microseconds per call with the host out of the way. A spin kernel holds the device
+    while the host queues BUSY_CALLS calls; the events then time only what the calls themselves
+    put on the device back to back (kernels, copies, the re-upload a host-side update costs at
+    the next launch), as in a pipeline where the host runs ahead. `_timed`'s latency from an
+    idle device also counts the host's work before the first launch, which the CPU column
+    already measures. None when the spin ended before every call was queued, four times over
+    (a call that synchronises with the device, or a host slower than any spin tried)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    spin_us = 500.0
+    for _ in range(4):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(spin_us * _spin_cycles_per_us()))
+        start.record()
+        t0 = time.perf_counter()
+        for i in range(BUSY_CALLS):
+            call(inputs_pool[(offset + i) % len(inputs_pool)])
+        queued = not start.query()  # still spinning: no call began before all were queued
+        host_us = (time.perf_counter() - t0) * 1e6
+        end.record()
+        end.synchronize()
+        if queued:
+            return start.elapsed_time(end) * 1000 / BUSY_CALLS
+        spin_us = max(4 * spin_us, 2 * host_us)
+    return None
+
+
 def measure(calls: dict, inputs_pool) -> dict:
-    """Median GPU and CPU microseconds per call of each variant, measured interleaved (call i
-    of every variant, in a rotating order, before call i + 1 of any): the machine's drift
-    over a run then lands on every variant alike. Peak extra memory from a pass of its own."""
+    """Median GPU latency, GPU busy time (`busy`) and CPU microseconds per call of each variant,
+    measured interleaved (call i of every variant, in a rotating order, before call i + 1 of
+    any): the machine's drift over a run then lands on every variant alike. Peak extra memory
+    from a pass of its own."""
     result = {}
     for name, call in calls.items():
         for i in range(20):
@@ -70,6 +116,14 @@ def measure(calls: dict, inputs_pool) -> dict:
             samples[name][1].append(cpu)
     for name, (gpu, cpu) in samples.items():
         result[name].update(gpu_us=round(statistics.median(gpu), 1), cpu_us=round(statistics.median(cpu), 1))
+    busy_samples: dict[str, list[float]] = {name: [] for name in calls}
+    for i in range(BUSY_ROUNDS):
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            sample = busy(calls[name], inputs_pool, offset=i)
+            if sample is not None:
+                busy_samples[name].append(sample)
+    for name, found in busy_samples.items():
+        result[name]["busy_us"] = round(statistics.median(found), 1) if found else None
     return result
 
 
@@ -175,16 +229,16 @@ def main() -> int:
     print(
         "\n| model | input | nodes (patched of re-pointable) | eager GPU/CPU us | replay+copy+clone GPU/CPU us "
         "| launcher GPU/CPU us | updates | copied | all re-pointed, host-side GPU/CPU us "
-        "| all re-pointed, device-side GPU/CPU us | pool MiB | outputs MiB | fallback |"
+        "| all re-pointed, device-side GPU/CPU us | GPU busy us (copy / launcher) | pool MiB | outputs MiB | fallback |"
     )
-    print("|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
         e, c, lch, h, d = r["eager"], r["replay_copy_clone"], r["launcher"], r["launcher_host"], r["launcher_device"]
         device = f"{d['gpu_us']}/{d['cpu_us']}" if "gpu_us" in d else "-"
         print(
             f"| {r['model']} | {'x'.join(map(str, r['shape']))} | {r['graph_nodes']} ({r['patched_nodes']} of {r['repointable_nodes']}) | "
             f"{e['gpu_us']}/{e['cpu_us']} | {c['gpu_us']}/{c['cpu_us']} | {lch['gpu_us']}/{lch['cpu_us']} | "
-            f"{r['launcher_updates']} | {', '.join(r['copied']) or '-'} | {h['gpu_us']}/{h['cpu_us']} | {device} | {r['replay_pool_mib']} | {r['outputs_mib']} | "
+            f"{r['launcher_updates']} | {', '.join(r['copied']) or '-'} | {h['gpu_us']}/{h['cpu_us']} | {device} | {c['busy_us']} / {lch['busy_us']} | {r['replay_pool_mib']} | {r['outputs_mib']} | "
             f"{r['launcher_fallback'] or '-'} |"
         )
     if args.json:

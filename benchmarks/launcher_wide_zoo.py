@@ -9,9 +9,16 @@ saw, against eager, within tolerance, bit-identical counted apart), in float32 a
 scored as the prototype is: the denominator is the models a plain `torch.cuda.graph` capture
 takes. A passing row also gets, side by side in one process:
 
-- per-call GPU and CPU time of the launcher and of copy-in / replay / clone-out (medians of
-  interleaved calls, `launcher_speed.measure`);
-- the pool bytes of the launcher's graph and of the copy path's (inputs and outputs included).
+- per-call GPU latency from an idle device, GPU busy time (the host out of the way,
+  `launcher_speed.busy`) and CPU time of the launcher and of copy-in / replay / clone-out
+  (medians of interleaved calls, `launcher_speed.measure`);
+- the pool bytes of the launcher's graph and of the copy path's (inputs and outputs included),
+  and the memory each path holds while its graph lives: the pool and the static inputs it
+  keeps (the launcher frees those it re-points).
+
+`--costs-only` skips the pass/fail scoring and only times each row (`benchmarks/zoo_table.py`
+lays those times over the verdicts of an earlier full run, and drops rows that run did not
+pass); `--stride K` takes every K-th model of the slice, for a sample that fits one device call.
 
 A model over `--max-params` (default 100M) is listed as skipped with its size, never as a
 failure. `--offset` and `--limit` split the zoo over several runs (a device call is limited to
@@ -20,6 +27,7 @@ ten minutes); each writes its own JSON.
     python benchmarks/launcher_wide_zoo.py --list                   # what would run here
     python benchmarks/launcher_wide_zoo.py --json out.json [--offset 0 --limit 60]
     python benchmarks/launcher_wide_zoo.py --only timm.levit_128s --dtypes bfloat16   # one row again
+    python benchmarks/launcher_wide_zoo.py --costs-only --stride 8 --json times.json  # re-time a sample
 """
 
 from __future__ import annotations
@@ -232,6 +240,21 @@ def _hf() -> list[tuple]:
     return entries
 
 
+def copy_path(model, static: tuple):
+    """A plain capture on `static`, and PyTorch's recipe around it (copy the inputs in, replay,
+    clone the output out): what the launcher is measured against."""
+    graph, static_out = zoo.capture_plainly(model, static)
+    static_out = zoo.first_output(static_out)
+
+    def replay(inputs):
+        for mine, theirs in zip(static, inputs, strict=True):
+            mine.copy_(theirs)
+        graph.replay()
+        return static_out.clone()
+
+    return graph, replay
+
+
 def costs(build, make_inputs, dtype, batch: int = 2) -> dict:
     """Per-call GPU/CPU time and pool bytes: the launcher against copy-in / replay / clone-out."""
     import launcher_speed
@@ -242,26 +265,30 @@ def costs(build, make_inputs, dtype, batch: int = 2) -> dict:
     pool = [zoo.inputs_on_device(make_inputs, dtype, batch) for _ in range(4)]
     with torch.inference_mode():
         static = tuple(t.clone() for t in pool[0])
-        graph, static_out = zoo.capture_plainly(model, static)
-        static_out = zoo.first_output(static_out)
-
-        def replay(inputs):
-            for mine, theirs in zip(static, inputs, strict=True):
-                mine.copy_(theirs)
-            graph.replay()
-            return static_out.clone()
-
+        graph, replay = copy_path(model, static)
         launcher = ParameterizedLauncher(model, pool[0])
         launcher_speed.ITERS = 30
         timed = launcher_speed.measure({"copy": replay, "launcher": lambda x: launcher(*x)}, pool)
+    copy_pool = launcher_speed.graph_pool_mib(graph)
+    launcher_pool = round(launcher._capture.pool_bytes / 2**20, 2)
+    kept_inputs = [t for t in launcher.inputs if t is not None]
     return {
         "copy_gpu_us": timed["copy"]["gpu_us"],
         "copy_cpu_us": timed["copy"]["cpu_us"],
+        "copy_busy_us": timed["copy"]["busy_us"],
         "launcher_gpu_us": timed["launcher"]["gpu_us"],
         "launcher_cpu_us": timed["launcher"]["cpu_us"],
-        "copy_pool_mib": launcher_speed.graph_pool_mib(graph),
-        "launcher_pool_mib": round(launcher._capture.pool_bytes / 2**20, 2),
+        "launcher_busy_us": timed["launcher"]["busy_us"],
+        "copy_pool_mib": copy_pool,
+        "launcher_pool_mib": launcher_pool,
+        # what each path holds while the graph lives: its pool and the static inputs it keeps
+        "copy_held_mib": round(copy_pool + _mib(static), 3),
+        "launcher_held_mib": round(launcher_pool + _mib(kept_inputs), 3),
     }
+
+
+def _mib(tensors) -> float:
+    return sum(t.untyped_storage().nbytes() for t in tensors) / 2**20
 
 
 def divergence(build, make_inputs, dtype, batch: int = 2, calls: int = 3) -> dict:
@@ -295,10 +322,21 @@ def divergence(build, make_inputs, dtype, batch: int = 2, calls: int = 3) -> dic
     }
 
 
-def run_row(name, build, make_inputs, dtype, max_params: int) -> dict:
+def timed_row(build, make_inputs, dtype) -> dict:
+    """`--costs-only`: the times and memory of `costs`, no verdict (`zoo_table.merged` lays
+    them over the verdict an earlier run gave the row)."""
+    try:
+        return {"timed_only": True, **costs(build, make_inputs, dtype)}
+    except Exception as error:
+        return {"timed_only": True, "costs": f"not measured: {type(error).__name__}: {str(error)[:120]}"}
+
+
+def run_row(name, build, make_inputs, dtype, max_params: int, costs_only: bool = False) -> dict:
     size = sum(p.numel() for p in build().parameters())
     if size > max_params:
         return {"pass": None, "skipped": f"{size / 1e6:.0f}M parameters, over the zoo's cap"}
+    if costs_only:
+        return timed_row(build, make_inputs, dtype)
     try:
         result = zoo.run_one(name, build, make_inputs, dtype)
     except Exception as error:
@@ -328,12 +366,14 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated names: run just these (a row's rerun)")
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--max-params", type=int, default=100_000_000)
+    parser.add_argument("--costs-only", action="store_true", help="re-time rows, give no verdict")
+    parser.add_argument("--stride", type=int, default=1, help="every STRIDE-th model of the slice")
     args = parser.parse_args()
     entries = wide_zoo()
     if args.list:
         print("\n".join(name for name, _, _ in entries) + f"\n{len(entries)} models")
         return 0
-    entries = entries[args.offset : args.offset + args.limit if args.limit else None]
+    entries = entries[args.offset : args.offset + args.limit if args.limit else None : args.stride]
     if args.only:
         wanted = set(args.only.split(","))
         entries = [entry for entry in entries if entry[0] in wanted]
@@ -341,10 +381,10 @@ def main() -> int:
     for name, build, make_inputs in entries:
         for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:
             key, start = f"{name}[{str(dtype).split('.')[-1]}]", time.perf_counter()
-            results[key] = run_row(name, build, make_inputs, dtype, args.max_params)
+            results[key] = run_row(name, build, make_inputs, dtype, args.max_params, args.costs_only)
             results[key]["seconds"] = round(time.perf_counter() - start, 1)
             row = results[key]
-            verdict = "SKIP" if row["pass"] is None else "PASS" if row["pass"] else "FAIL"
+            verdict = "TIMED" if row.get("timed_only") else {None: "SKIP", True: "PASS", False: "FAIL"}[row["pass"]]
             print(
                 f"{key:<50} {verdict} {row.get('cause') or row.get('skipped') or row.get('bit_identical', '')}",
                 flush=True,
@@ -356,7 +396,7 @@ def main() -> int:
 
 
 def _write(path: str, results: dict) -> None:
-    scored = {k: r for k, r in results.items() if r["pass"] is not None}
+    scored = {k: r for k, r in results.items() if r.get("pass") is not None}
     with open(path, "w") as handle:
         json.dump(
             {

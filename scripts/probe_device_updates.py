@@ -154,6 +154,17 @@ def _batched_updater(device_nodes, slots, address: int):
     return call
 
 
+def write_rows(path: str | None, rows) -> None:
+    """A probe's rows as JSON, with the device and torch that measured them (nothing if no path)."""
+    import torch
+
+    if path:
+        with open(path, "w") as handle:
+            json.dump(
+                {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "rows": rows}, handle, indent=1
+            )
+
+
 def median_us(call, iterations: int = 200) -> tuple[float, float]:
     """Median GPU (CUDA events) and CPU (perf_counter) microseconds of one call."""
     import statistics

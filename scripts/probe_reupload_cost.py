@@ -30,7 +30,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from probe_device_updates import median_us
+from probe_device_updates import median_us, write_rows
 
 
 def _chain(nodes: int):
@@ -194,7 +194,6 @@ def main() -> int:
     parser.add_argument("--zoo-style-only", action="store_true", help="only the launcher against the copy path")
     parser.add_argument("--iters", type=int, default=60, help="interleaved calls per variant (zoo style)")
     args = parser.parse_args()
-    import torch
 
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
@@ -205,11 +204,7 @@ def main() -> int:
             row = {"nodes": size, "error": f"{type(error).__name__}: {error}"[:300]}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(
-                {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "rows": rows}, handle, indent=1
-            )
+    write_rows(args.json, rows)
     return 0
 
 

@@ -227,6 +227,34 @@ class ParameterizedLauncher:
         if self._updater is not None and self.fallback_reason is not None:
             self._device_failed()
         self._keep = ()  # analysis done: give their private pools back
+        self.freed_input_bytes = self._release_static_inputs()
+
+    def _release_static_inputs(self) -> int:
+        """Free the static buffer of every input the calls re-point, and say how many bytes that
+        gives back: the memory the launcher saves against copy-in/replay/clone-out, which keeps
+        a static copy of every input for as long as the graph lives. No kernel reads those
+        buffers any more (the self-check passed on fresh inputs at other addresses); a call
+        that must copy (`_fallback`) allocates them again. Nothing is freed when the build fell
+        back, and a pinned or copied input keeps its buffer: its kernels still read it."""
+        if self.fallback_reason is not None:
+            return 0
+        freed = 0
+        for index, tensor in enumerate(self.inputs):
+            if index not in self._pinned_inputs and tensor is not None:
+                freed += self._extents[index]
+                self.inputs[index] = None
+        return freed
+
+    def _static_inputs(self) -> list[Any]:
+        """The static input buffers, allocated again where the build freed them (`_restore`
+        re-points their kernels at the new ones)."""
+        for index, tensor in enumerate(self.inputs):
+            if tensor is None:
+                shape, stride, dtype, device = self._meta[index]
+                self.inputs[index] = self._torch.empty_strided(
+                    shape, stride, dtype=dtype, device=self._torch.device("cuda", device)
+                )
+        return self.inputs
 
     def _prepare_direct(self) -> None:
         """Each patched node's parameters as a C struct for the direct driver call, and the
@@ -517,14 +545,14 @@ class ParameterizedLauncher:
         ):
             raise LauncherRefused(f"cannot serve this call even by copying: {reason}")
         self._restore()
-        for static, new in zip(self.inputs, inputs, strict=True):
+        for static, new in zip(self._static_inputs(), inputs, strict=True):
             static.copy_(new)
         self._replay()
         return [t.clone() for t in self.outputs]
 
     def _restore(self) -> None:
         """Point the patched nodes back at the launcher's own static buffers."""
-        addresses = {("input", i): t.data_ptr() for i, t in enumerate(self.inputs)}
+        addresses = {("input", i): t.data_ptr() for i, t in enumerate(self._static_inputs())}
         addresses.update({("output", i): t.data_ptr() for i, t in enumerate(self.outputs)})
         self._repoint(addresses)
 

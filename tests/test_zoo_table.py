@@ -1,0 +1,68 @@
+"""The wide zoo's table (benchmarks/zoo_table.py): a `--costs-only` re-time lays new times over
+the verdicts an earlier run gave, never makes a verdict, and the summary counts each clock."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import zoo_table
+
+
+def _write(path: Path, results: dict) -> str:
+    path.write_text(json.dumps({"results": results}))
+    return str(path)
+
+
+def _times(launcher: float, copy: float) -> dict:
+    return {
+        "launcher_gpu_us": launcher,
+        "copy_gpu_us": copy,
+        "launcher_busy_us": launcher - 1,
+        "copy_busy_us": copy + 1,
+        "launcher_cpu_us": 10.0,
+        "copy_cpu_us": 12.0,
+        "launcher_pool_mib": 24.0,
+        "copy_pool_mib": 26.0,  # a first capture's pool can be larger: not counted as saved
+        "launcher_held_mib": 24.0,
+        "copy_held_mib": 27.5,
+    }
+
+
+def test_a_timed_only_run_replaces_times_and_keeps_verdicts(tmp_path: Path) -> None:
+    scored = _write(
+        tmp_path / "scored.json",
+        {
+            "m.a[float32]": {"pass": True, "bit_identical": "3/3", "patched_nodes": 2, **_times(110.0, 100.0)},
+            "m.b[float32]": {"pass": False, "capturable": False, "cause": "host copy in capture"},
+        },
+    )
+    retimed = _write(
+        tmp_path / "retimed.json",
+        {
+            "m.a[float32]": {"timed_only": True, **_times(95.0, 100.0)},
+            "m.b[float32]": {"timed_only": True, **_times(1.0, 2.0)},  # no verdict to lay it over
+            "m.c[float32]": {"timed_only": True, **_times(1.0, 2.0)},
+        },
+    )
+    rows = zoo_table.merged([scored, retimed], [])
+    assert set(rows) == {"m.a[float32]", "m.b[float32]"}
+    assert rows["m.a[float32]"]["pass"] is True and rows["m.a[float32]"]["launcher_gpu_us"] == 95.0
+    assert "launcher_gpu_us" not in rows["m.b[float32]"] and rows["m.b[float32]"]["pass"] is False
+    summary = "\n".join(zoo_table.summary(rows))
+    assert "GPU latency from an idle device: 1 of 1" in summary
+    assert "GPU busy time: 1 of 1" in summary
+    assert "fewer static input bytes in 1 of 1 rows, 1.50 MiB less" in summary
+    assert "| m.a | float32 | pass | bit for bit 3/3 | 2 | 24.0 / 27.5 | 95.0 / 100.0 | 94.0 / 101.0 |" in (
+        zoo_table.line("m.a[float32]", rows["m.a[float32]"])
+    )
+
+
+def test_rows_timed_before_the_busy_clock_show_a_dash(tmp_path: Path) -> None:
+    old = {"pass": True, "bit_identical": "3/3", "launcher_gpu_us": 5.0, "copy_gpu_us": 4.0}
+    old.update(launcher_cpu_us=1.0, copy_cpu_us=2.0)
+    rows = zoo_table.merged([_write(tmp_path / "old.json", {"m.a[bfloat16]": old})], [])
+    assert "| 5.0 / 4.0 | - | 1.0 / 2.0 |" in zoo_table.line("m.a[bfloat16]", rows["m.a[bfloat16]"])
+    assert "GPU busy time" not in "\n".join(zoo_table.summary(rows))

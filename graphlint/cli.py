@@ -478,7 +478,7 @@ def _sanitize(args: argparse.Namespace) -> int:
     except UsageError as error:
         raise _UsageError(str(error)) from None
     findings = finish(outcome.findings + state_findings(outcome.reason, outcome.untested, where))
-    _print_sanitize_summary(outcome, findings)
+    _print_sanitize_summary(outcome, findings, args.poison)
     if args.report:
         files = tuple(sorted({f.path for f in findings}))
         _write_output(args.report, render(args.format, findings, ReportContext(files=files)))
@@ -520,12 +520,16 @@ def _below_required(coverage, required: float | None) -> bool:
     return True
 
 
-def _print_sanitize_summary(outcome, findings: list[Finding]) -> None:
-    """Findings, then one line on what was checked: never `clean` when nothing or not all was."""
+def _print_sanitize_summary(outcome, findings: list[Finding], poison: bool = False) -> None:
+    """Findings, then one line on what was checked: never `clean` when nothing or not all was.
+    An inactive run says the program ran unchanged, except under --poison when the report was
+    lost: the guard may have poisoned memory until the program ended (a crash, a timeout)."""
     from graphlint.reporters.text import format_finding
 
     if outcome.reason:
-        print(f"graphlint sanitize: inactive ({outcome.reason}); the program ran unchanged", file=sys.stderr)
+        changed = poison and outcome.report_lost
+        ran = "--poison may have changed what it computed before it ended" if changed else "the program ran unchanged"
+        print(f"graphlint sanitize: inactive ({outcome.reason}); {ran}", file=sys.stderr)
     for finding in findings:
         print(format_finding(finding), file=sys.stderr)
     if outcome.reason:

@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch", reason="the poison watch works on torch ten
 
 from graphlint.runtime_sanitizer.analysis.graph_counts import GraphCounts  # noqa: E402
 from graphlint.runtime_sanitizer.guard.dispatch_modes import HandleWatch  # noqa: E402
+from graphlint.runtime_sanitizer.guard.graph_state import written_storages  # noqa: E402
 from graphlint.runtime_sanitizer.guard.poison import PoisonWatch  # noqa: E402
 from graphlint.runtime_sanitizer.guard.tensor_names import frame_names  # noqa: E402
 
@@ -24,7 +25,7 @@ class FakeGraph:
     """One captured graph: `kernel` is what its replay computes. With ``poison`` off it is the
     program as it runs without the sanitizer, the baseline every result is compared with."""
 
-    def __init__(self, kernel: Callable[[], None], inputs, outputs, *, poison: bool, written=(), names=None):
+    def __init__(self, kernel: Callable[[], None], inputs, outputs, *, poison: bool, written=(), writes=(), names=None):
         self.kernel = kernel
         self.messages: list[str] = []
         self.watch = PoisonWatch(report=self.messages.append) if poison else None
@@ -32,6 +33,7 @@ class FakeGraph:
         self.mode = HandleWatch(self)
         if self.watch is not None:
             storages = {t.untyped_storage().data_ptr() for t in written}
+            storages |= written_storages(inputs, list(writes))  # launches no dispatch mode sees
             self.watch.captured(1, inputs, outputs, storages, names or {})
 
     # HandleChecks, as ReplayGuard implements them for --poison
@@ -201,6 +203,54 @@ def test_parameters_constants_set_up_once_and_graph_state_are_never_poisoned():
             out.sum()
     assert all(untouched) and graph.messages == []
     assert graph.watch.poisoned_replays == 4  # static_x only, from the second replay on
+
+
+def _kv_decode(poison: bool, told: bool):
+    """gpt-fast's compiled decode in small. Each generation's prefill writes the prompt's slots
+    of a KV cache eagerly; each decode replay appends a slot through a Triton kernel, which no
+    dispatch mode sees (the kernel's signature tells the write, `triton_launches`), and reads the
+    slots so far. ``told``: the guard is given that launch's write, as it is since the write
+    sets of Triton launches are merged with the operators'."""
+    torch.manual_seed(0)
+    cache, pos, token, out = torch.zeros(8), torch.zeros((), dtype=torch.int64), torch.zeros(1), torch.zeros(1)
+
+    def kernel():  # `.data`: a replay moves no version counter
+        cache.data[int(pos)] = token[0] * 0.5 + 1.0
+        out.data.copy_(cache[: int(pos) + 1].sum().reshape(1))
+
+    writes = [(cache.data_ptr(), cache.numel() * cache.element_size())] if told else []
+    graph = FakeGraph(kernel, [cache, pos, token], [out], poison=poison, writes=writes)
+    results = []
+    with graph:
+        for _ in range(3):
+            cache[:2].copy_(torch.randn(2))  # the prefill
+            pos.fill_(2)
+            for _ in range(4):
+                token.copy_(torch.randn(1))
+                graph.replay()
+                results.append(out.clone())
+                pos.add_(1)
+    return torch.stack(results), graph.messages
+
+
+def test_a_cache_a_compiled_graph_appends_to_through_triton_is_its_own_state_and_never_poisoned():
+    """Poisoning the cache would hand the next replay NaN where the graph's own earlier replays
+    wrote (gpt-fast's compiled decode gave zeros under --poison until the Triton write sets
+    were counted as the graph's writes)."""
+    plain, _ = _kv_decode(False, told=True)
+    assert torch.isfinite(plain).all()
+    poisoned, messages = _kv_decode(True, told=True)
+    assert torch.equal(plain, poisoned) and messages == []
+    untold, _ = _kv_decode(True, told=False)
+    assert not torch.equal(plain, untold)  # what the Triton write sets prevent
+
+
+def test_written_storages_are_those_a_launch_lands_in():
+    base = torch.zeros(16)
+    view, other = base[4:8], torch.zeros(4)
+    start = base.data_ptr()
+    assert written_storages([view, other, None], [(start + 60, 4)]) == {start}
+    assert written_storages([view], [(start + 64, 8)]) == set()  # just past the storage
 
 
 def _forward_backward(poison: bool):

@@ -107,6 +107,19 @@ def test_sanitize_runs_a_script_and_keeps_its_exit_status(tmp_path) -> None:
     assert "inactive" in result.stderr
 
 
+def test_a_lost_report_under_poison_never_claims_the_program_ran_unchanged(tmp_path) -> None:
+    """A program that ends without handing back the report (here `os._exit`; a crash or a
+    timeout alike) may have been poisoned until then: under --poison the line must not say it
+    ran unchanged, as it still does without --poison."""
+    script = tmp_path / "prog.py"
+    script.write_text("import os\nos._exit(0)\n")
+    plain = run_cli("sanitize", "--", "python", str(script), env=HIDE_GPU)
+    poisoned = run_cli("sanitize", "--poison", "--", "python", str(script), env=HIDE_GPU)
+    assert "without handing back" in plain.stderr and "the program ran unchanged" in plain.stderr
+    assert "without handing back" in poisoned.stderr and "the program ran unchanged" not in poisoned.stderr
+    assert "--poison may have changed what it computed" in poisoned.stderr
+
+
 def test_sanitize_runs_a_module(tmp_path) -> None:
     (tmp_path / "mymod.py").write_text("import sys\nprint('module ran', sys.argv[1:])\n")
     result = run_cli("sanitize", "--", "python", "-m", "mymod", "x", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})

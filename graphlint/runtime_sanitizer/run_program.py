@@ -41,13 +41,15 @@ class UsageError(Exception):
 @dataclass
 class RunOutcome:
     """The program's exit status, the guard's findings, why the sanitizer did not run ("" if it
-    did), the untested versions it ran on anyway, and the graphs it saw."""
+    did), the untested versions it ran on anyway, and the graphs it saw. ``report_lost``: the
+    program ended without handing back the report, so the guard may have run until then."""
 
     status: int
     findings: list[Finding] = field(default_factory=list)
     reason: str = ""
     untested: str = ""
     graphs: GraphCounts = field(default_factory=GraphCounts)
+    report_lost: bool = False
 
 
 _INTERPRETER = re.compile(r"(python|pypy)[0-9.]*[a-z]?(\.exe)?", re.IGNORECASE)
@@ -167,6 +169,7 @@ def run(
                 status,
                 reason="the program ended without handing back the sanitizer's report "
                 "(a crash, `os._exit`, or a start-up failure): what it did is unknown",
+                report_lost=True,
             )
         return _outcome(status, json.loads(report.read_text(encoding="utf-8")))
 

@@ -49,6 +49,14 @@ class CaptureOrdering:
             self._recording = False
             self._recorder.__exit__(None, None, None)
 
+    def written_ranges(self) -> list[tuple[int, int]]:
+        """(address, bytes) of the memory the recorded launches write: ATen operators by their
+        schema, and the Triton kernels the dispatch mode never sees (an Inductor kernel that
+        updates a KV cache in place) by their signature. Empty when nothing was recorded."""
+        if self._recorder is None:
+            return []
+        return [span for *_, writes in self._recorder.ops for span in writes]
+
     def finish(self, stream: int) -> GraphSnapshot:
         """The attributed snapshot of the graph the stream is capturing; raises `Refused`."""
         from graphlint.runtime_sanitizer.capture.two_captures import capturing_graph

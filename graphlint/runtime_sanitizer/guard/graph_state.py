@@ -50,6 +50,22 @@ def outside(ranges: list[tuple[int, int]], made: list[tuple[int, int]]) -> list[
     return [(ptr, size) for ptr, size in ranges if not in_ranges(ptr, made)]
 
 
+def written_storages(tensors: list[Any], writes: list[tuple[int, int]]) -> set[int]:
+    """The storages (by address) of ``tensors`` that one of ``writes`` ((start, bytes)) lands
+    in: what a capture wrote through a launch the dispatch mode does not see (a Triton kernel's
+    output argument), told by address because the kernel was handed a view or a reinterpreted
+    tensor, not the program's own."""
+    found = set()
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        storage = tensor.untyped_storage()
+        start, size = storage.data_ptr(), storage.nbytes()
+        if any(begin < start + size and start < begin + length for begin, length in writes):
+            found.add(start)
+    return found
+
+
 def named_parameters(callables: Any) -> list[tuple[str, Any]]:
     """(attribute name, parameter) of each module among the callables, prefixed with the
     module's class when several callables are graphed together."""

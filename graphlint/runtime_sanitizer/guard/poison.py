@@ -9,7 +9,8 @@ previous step left. Poison makes the staleness visible, element by element:
   saved and filled: NaN for floating point, the type's minimum for int32/int64. Refilled means
   the program wrote it between two replays (its version counter moved after the first replay;
   writes between the capture and the first replay are set-up). Parameters, constant tables and
-  the graph's own state (inputs it writes itself) are never touched, and the poison's own
+  the graph's own state (inputs it writes itself, through an ATen operator or a Triton kernel's
+  output argument: a KV cache a compiled decode step appends to) are never touched, and the poison's own
   writes leave version counters alone (GL506 still sees only the program's writes).
 - The program's refills overwrite the poison where they write; what is left at the next replay
   is exactly what nothing wrote (`static[:n].copy_(x)` leaves `static[n:]`).

@@ -71,6 +71,7 @@ from graphlint.runtime_sanitizer.guard.graph_state import (
     static_inputs,
     storage_address,
     torch_equal,
+    written_storages,
 )
 from graphlint.runtime_sanitizer.guard.installed import INSTALLED, sanitizer_internal
 from graphlint.runtime_sanitizer.guard.lifecycle_hooks import LifecycleHooks
@@ -406,10 +407,12 @@ class ReplayGuard:
         inputs = static_inputs(recorder, made_ranges)
         state = GraphState(label, inputs, made_ranges, site=site)
         # A graph that writes what it reads (parameters updated in place by a captured optimizer
-        # step), or draws random numbers (each replay advances the generator), computes something
-        # new on every replay, whatever the version counters say.
-        written = any(storage_address(ref()) in recorder.written for ref, _ in inputs)
-        state.new_each_replay = written or recorder.draws_random
+        # step, a KV cache a compiled decode step appends to), or draws random numbers (each
+        # replay advances the generator), computes something new on every replay, whatever the
+        # version counters say.
+        live = [ref() for ref, _ in inputs]
+        written = recorder.written | written_storages(live, ordering.written_ranges() if ordering else [])
+        state.new_each_replay = bool(written & {storage_address(t) for t in live}) or recorder.draws_random
         # The tensors it made: those the program still holds after the capture are its static
         # outputs (the recorder holds them weakly: the temporaries are gone already).
         made = {id(t): t for t in recorder.made}
@@ -418,9 +421,8 @@ class ReplayGuard:
         self._pools.captured(graph, label, outside(recorder.read_ranges, made_ranges), made_ranges)
         if self.poison is not None:
             with self._poisoning("a capture", site):
-                live = [ref() for ref, _ in inputs]
                 names = frame_names(user_frame())
-                self.poison.captured(id(graph), live, list(made.values()), recorder.written, names)
+                self.poison.captured(id(graph), live, list(made.values()), written, names)
         if ordering is not None:
             self.graphs.seen += 1
             self._check_ordering(ctx, ordering, label, site)

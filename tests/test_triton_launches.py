@@ -12,6 +12,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import ClassVar
 
+import pytest
+
 from graphlint.runtime_sanitizer.analysis.kernel_signatures import BOTH, READ, WRITE, argument_roles
 from graphlint.runtime_sanitizer.capture.triton_launches import TritonLaunches
 
@@ -142,3 +144,22 @@ def test_only_modules_the_program_loaded_are_wrapped(monkeypatch) -> None:
     monkeypatch.delitem(sys.modules, "torch._inductor.runtime.triton_heuristics")
     assert launch_targets() == []
     assert "torch._inductor.runtime.triton_heuristics" not in sys.modules, "looking imported nothing"
+
+
+def test_the_guard_takes_from_the_recording_only_what_triton_kernels_write() -> None:
+    """An ATen operator's outputs are listed with its writes and may be views of what it only
+    read, so the guard keeps its own mode's schema writes for operators and takes from the
+    recording only the Triton kernels' (a KV cache a compiled decode step appends to:
+    tests/test_poison.py shows what poisoning it would do)."""
+    pytest.importorskip("torch", reason="the recording is a torch dispatch mode")
+    from graphlint.runtime_sanitizer.capture.plain_capture import CaptureOrdering
+    from graphlint.runtime_sanitizer.capture.two_captures import _OpRecorder
+
+    recorder = _OpRecorder()
+    recorder.note_launch("triton triton_poi_fused_index_put_0", (1, 0), (1, 1), [(0x1000, 8)], [(0x2000, 64)])
+    recorder.note_launch("aten.mm.default", (1, 1), (1, 2), [(0x1000, 8)], [(0x3000, 8)])
+    recorder.note_launch("triton triton_per_fused_sum_1", (1, 2), (1, 2), [], [(0x4000, 8)])  # added no node
+    ordering = CaptureOrdering()
+    ordering._recorder = recorder
+    assert ordering.triton_writes() == [(0x2000, 64)]
+    assert CaptureOrdering().triton_writes() == []  # nothing recorded: nothing known

@@ -49,13 +49,15 @@ class CaptureOrdering:
             self._recording = False
             self._recorder.__exit__(None, None, None)
 
-    def written_ranges(self) -> list[tuple[int, int]]:
-        """(address, bytes) of the memory the recorded launches write: ATen operators by their
-        schema, and the Triton kernels the dispatch mode never sees (an Inductor kernel that
-        updates a KV cache in place) by their signature. Empty when nothing was recorded."""
+    def triton_writes(self) -> list[tuple[int, int]]:
+        """(address, bytes) of the memory the Triton kernels launched in the capture write, by
+        their signature (an Inductor kernel that appends to a KV cache in place): the writes a
+        dispatch mode never sees. An unknown pointer argument counts as written. ATen operators
+        are left out: the guard's own mode has their schema writes, and an operator's outputs,
+        which the recording also lists, may be views of what it only read."""
         if self._recorder is None:
             return []
-        return [span for *_, writes in self._recorder.ops for span in writes]
+        return [span for name, *_, writes in self._recorder.ops if name.startswith("triton ") for span in writes]
 
     def finish(self, stream: int) -> GraphSnapshot:
         """The attributed snapshot of the graph the stream is capturing; raises `Refused`."""

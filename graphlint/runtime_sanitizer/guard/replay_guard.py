@@ -411,7 +411,7 @@ class ReplayGuard:
         # replay advances the generator), computes something new on every replay, whatever the
         # version counters say.
         live = [ref() for ref, _ in inputs]
-        written = recorder.written | written_storages(live, ordering.written_ranges() if ordering else [])
+        written = recorder.written | written_storages(live, ordering.triton_writes() if ordering else [])
         state.new_each_replay = bool(written & {storage_address(t) for t in live}) or recorder.draws_random
         # The tensors it made: those the program still holds after the capture are its static
         # outputs (the recorder holds them weakly: the temporaries are gone already).

@@ -22,7 +22,6 @@ optimizer state or RNG state of the program.
 
 from __future__ import annotations
 
-import bisect
 import ctypes
 import dataclasses
 import warnings
@@ -33,6 +32,7 @@ from typing import Any
 from graphlint.launcher import update_cost
 from graphlint.registry import Rule
 from graphlint.runtime_sanitizer import driver
+from graphlint.runtime_sanitizer.analysis import address_ranges
 from graphlint.runtime_sanitizer.analysis import two_capture as analysis
 from graphlint.runtime_sanitizer.analysis.graph_bodies import flatten, unread
 from graphlint.runtime_sanitizer.analysis.report import SanitizerReport, analyze_pair, rule_finding
@@ -209,7 +209,7 @@ class ParameterizedLauncher:
             self._required[index] = analysis.required_alignment(
                 first.snapshot, shifted.snapshot, analysis.alignment_of(tensor.data_ptr()), tensor.element_size()
             )
-        self._written = _merged(self._written_ranges(first))
+        self._written = address_ranges.merged(self._written_ranges(first))
         self._prepare_direct()
         self.update_note = "host-side updates requested"
         self._updater = self._prepare_updater(first) if self._updates != "host" else None
@@ -496,7 +496,7 @@ class ParameterizedLauncher:
             if index in pinned:
                 continue
             address = tensor.data_ptr()
-            if _inside(written, address, address + self._extents[index]):  # same shape: same extent
+            if address_ranges.overlaps(written, address, address + self._extents[index]):  # same shape: same extent
                 return (
                     f"input {index} lies in memory the graph itself writes (its private pool, or a parameter it "
                     "updates): re-pointing a kernel there would read values that change during the replay (GL507)",
@@ -587,28 +587,6 @@ class ParameterizedLauncher:
 def _flat(ordering: GraphSnapshot | None) -> GraphSnapshot | None:
     """The attributed capture with its bodies inlined: node indices as in `report.words`."""
     return flatten(ordering) if ordering is not None else None
-
-
-def _merged(ranges: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """Sorted, merged [start, end) ranges as two lists, for a bisect per call."""
-    starts: list[int] = []
-    ends: list[int] = []
-    for start, end in sorted(ranges):
-        if ends and start <= ends[-1]:
-            ends[-1] = max(ends[-1], end)
-        else:
-            starts.append(start)
-            ends.append(end)
-    return starts, ends
-
-
-def _inside(merged: tuple[list[int], list[int]], start: int, end: int) -> bool:
-    """Whether [start, end) overlaps any of the merged ranges."""
-    starts, ends = merged
-    index = bisect.bisect_right(starts, start) - 1
-    if index >= 0 and start < ends[index]:
-        return True
-    return index + 1 < len(starts) and starts[index + 1] < end
 
 
 def _is_view(tensor: Any) -> bool:

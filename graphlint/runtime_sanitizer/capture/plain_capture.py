@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from graphlint.runtime_sanitizer.analysis.snapshot import GraphSnapshot
+from graphlint.runtime_sanitizer.capture.triton_launches import PREFIX
 
 
 class Refused(Exception):
@@ -57,7 +58,7 @@ class CaptureOrdering:
         which the recording also lists, may be views of what it only read."""
         if self._recorder is None:
             return []
-        return [span for name, *_, writes in self._recorder.ops if name.startswith("triton ") for span in writes]
+        return [span for name, *_, writes in self._recorder.ops if name.startswith(PREFIX) for span in writes]
 
     def finish(self, stream: int) -> GraphSnapshot:
         """The attributed snapshot of the graph the stream is capturing; raises `Refused`."""

@@ -26,6 +26,7 @@ from graphlint.runtime_sanitizer.analysis.kernel_signatures import READ, WRITE, 
 Position = tuple[int, int]
 Note = Callable[[str, "Position | None", "Position | None", list, list], None]
 Ranges = Callable[[Any], list]  # the (address, bytes) ranges of the tensors in a value
+PREFIX = "triton "  # what a noted launch's name starts with: a kernel launched outside ATen
 
 
 def launch_targets() -> list[tuple[Any, bool]]:
@@ -89,7 +90,7 @@ class TritonLaunches:
             try:
                 launches._noted(kernel, inductor, args, kwargs, before, after)
             except Exception:  # never break the launch: unreadable, so the graph is refused, not misjudged
-                launches._note("triton kernel", None, None, [], [])
+                launches._note(f"{PREFIX}kernel", None, None, [], [])
             return result
 
         return run
@@ -112,7 +113,7 @@ class TritonLaunches:
                 reads.extend(ranges)
             if roles[name] & WRITE:
                 writes.extend(ranges)
-        self._note(f"triton {_kernel_name(kernel)}", before, after, reads, writes)
+        self._note(f"{PREFIX}{_kernel_name(kernel)}", before, after, reads, writes)
 
 
 def _signature(kernel: Any, inductor: bool) -> tuple[list[str], tuple[str, ...]]:

@@ -7,6 +7,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphlint.runtime_sanitizer.analysis import address_ranges
 from graphlint.runtime_sanitizer.analysis.kept_outputs import KeptWatch
 
 
@@ -53,16 +54,15 @@ def outside(ranges: list[tuple[int, int]], made: list[tuple[int, int]]) -> list[
 def written_storages(tensors: list[Any], writes: list[tuple[int, int]]) -> set[int]:
     """The storages (by address) of ``tensors`` that one of ``writes`` ((start, bytes)) lands
     in: what a capture wrote through a launch the dispatch mode does not see (a Triton kernel's
-    output argument), told by address because the kernel was handed a view or a reinterpreted
-    tensor, not the program's own."""
+    output argument). Told by address: the kernel was handed the tensor, a view of it or a
+    reinterpretation, never the program's own object."""
+    spans = address_ranges.merged([(start, start + size) for start, size in writes])
     found = set()
     for tensor in tensors:
-        if tensor is None:
-            continue
-        storage = tensor.untyped_storage()
-        start, size = storage.data_ptr(), storage.nbytes()
-        if any(begin < start + size and start < begin + length for begin, length in writes):
-            found.add(start)
+        if tensor is not None:
+            storage = tensor.untyped_storage()
+            if address_ranges.overlaps(spans, storage.data_ptr(), storage.data_ptr() + storage.nbytes()):
+                found.add(storage.data_ptr())
     return found
 
 

@@ -31,7 +31,7 @@ from graphlint.checkers.machinery.core.syntax import (
 )
 from graphlint.checkers.machinery.detectors import hooks_for, static_codes
 from graphlint.checkers.machinery.dynamic_imports import bind_dynamic_imports, bind_torch_aliases, importer_call
-from graphlint.checkers.machinery.flows.replay import replay_flow, runner_trace
+from graphlint.checkers.machinery.flows.replay import replay_flow, replay_sides, runner_trace
 from graphlint.checkers.machinery.flows.replay.derived_inputs import derived_args
 from graphlint.checkers.machinery.flows.stream import pending_sends, stream_flow, stream_identity
 from graphlint.checkers.machinery.host_attributes import host_attributes
@@ -75,6 +75,8 @@ class FileSummarizer:
             runner_trace.record(st)
         if st.hooks.listens_to(replay_flow.EVENTS):
             replay_flow.analyze(st, self.source)
+        if "replay" in self.source or "GraphLaunch" in self.source:  # a runner's replay side (reach)
+            replay_sides.record(st)
         if st.hooks.listens_to(stream_flow.EVENTS):
             stream_flow.analyze(st, self.source)
         if st.hooks.listens_to(pending_sends.EVENTS):

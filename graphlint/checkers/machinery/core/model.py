@@ -139,6 +139,8 @@ class FunctionSummary(Compact):
     closes_capture: bool = False  # calls capture_end() on a capture some other function began
     returns: list[CallTarget] = field(default_factory=list)  # calls whose result is returned
     returns_static: str | None = None  # replays graph G and returns its static output
+    replays: bool = False  # replays a CUDA graph on every path that returns (`replay_sides`)
+    replay_calls: list[tuple[int, int]] = field(default_factory=list)  # its other always-made `.replay()`: line, column
     trace: list | None = None  # runner_trace events: calls whose kept results may be static outputs
     guarded_spans: list[tuple[int, int, int, int]] = field(default_factory=list)  # code no capture runs
     param_defaults: dict[str, str] = field(default_factory=dict)  # parameter -> repr of its constant default

@@ -23,7 +23,8 @@ test's lambda here. A function no capture reaches keeps the flow's context-insen
 In either mode the walk also keeps each reached function's *constants* (`call_constants`):
 a call in an arm they decide against (`if not in_capture:` entered with `in_capture=True`)
 has no edge from it, and a reached function has no edge into another device family's
-modules (`device_families`). Like the edges of code a capture-state test skips, those are
+modules (`device_families`) nor into a runner's replay side, a function that replays a graph
+every time it runs (`replayers`). Like the edges of code a capture-state test skips, those are
 calls no capture makes, so the export leaves them out with the rules.
 
 Two capture roots (one per region kind, `CaptureRoot`) have an edge to every function a
@@ -48,6 +49,7 @@ from graphlint.checkers.machinery.core.model import COMPILE, GRAPH, CallRef, Fun
 from graphlint.checkers.machinery.internal_errors import ErrorLog
 from graphlint.checkers.machinery.project.call_contexts import CallContexts, Context, join
 from graphlint.checkers.machinery.project.device_families import DeviceModules
+from graphlint.checkers.machinery.project.replayers import replay_sides
 from graphlint.checkers.machinery.project.resolution import Bindings, Resolver
 from graphlint.findings import CallSite
 
@@ -112,7 +114,7 @@ class CallGraph:
 
         self.graph = networkx.DiGraph()
         self.graph.add_nodes_from(resolver.functions)
-        walk = _Walk(resolver, contexts, constants, devices)
+        walk = _Walk(resolver, contexts, constants, devices, replay_sides(resolver))
         walk.run(seeds, log)
         self.devices = devices
         self.constants = walk.constants  # each reached function's constants (`call_constants`)
@@ -179,7 +181,12 @@ class _Walk:
     call sites (`call_contexts`, when following values)."""
 
     def __init__(
-        self, resolver: Resolver, contexts: CallContexts | None, constants: CallConstants, devices: DeviceModules
+        self,
+        resolver: Resolver,
+        contexts: CallContexts | None,
+        constants: CallConstants,
+        devices: DeviceModules,
+        replayers: frozenset[str],
     ) -> None:
         self.resolver = resolver
         self.contexts = contexts
@@ -188,6 +195,7 @@ class _Walk:
         self.entered: dict[str, Context] = {}  # each reached function's own context
         self.constants: dict[str, Constants] = {}  # each reached function's constants
         self.devices = devices  # another device family's code is not what a CUDA capture runs
+        self.replayers = replayers  # nor is a function that replays a graph each time it runs
         self._nested: dict[str, list[str]] = {}  # reached function -> reached functions nested in it
 
     def run(self, seeds: list[_Seed], log: ErrorLog) -> None:
@@ -247,8 +255,13 @@ class _Walk:
         elif isinstance(call.target, PARAMETER_TARGETS) and own:
             found = sorted({*found, *self.resolver.resolve_bound(call.target, own)})
         if function.qualname in self.bindings:  # reached: a CUDA capture runs it
-            found = self.devices.cuda_callees(function.qualname, found)
+            found = self.captured_callees(function.qualname, found)
         return found
+
+    def captured_callees(self, caller: str, callees: list[str]) -> list[str]:
+        """The callees a CUDA capture may run from ``caller``, a function it reaches: not another
+        device family's code, not a replay side."""
+        return [callee for callee in self.devices.cuda_callees(caller, callees) if callee not in self.replayers]
 
     def _reach(self, qualname: str, bindings: Bindings, context: Context, constants: Constants) -> bool:
         """Join what one more call passes into ``qualname``'s state; True if it changed."""
@@ -310,7 +323,7 @@ def _add_flow_only_calls(graph: nx.DiGraph, walk: _Walk) -> None:
     """Calls only the value flow sees (in lambdas, decorators, `map(f, ...)`), first line first;
     none from code a capture-state test skips while capturing (`capture_state`), nor, in code a
     capture reaches, from code its constants rule out (`call_constants`) or into another device
-    family's code (`device_families`)."""
+    family's code (`device_families`) or a replay side (`replayers`)."""
     resolver = walk.resolver
     for (scope, line, column, *_), callees in sorted(resolver.flow.extra.items()):
         if scope not in resolver.functions:
@@ -320,7 +333,7 @@ def _add_flow_only_calls(graph: nx.DiGraph, walk: _Walk) -> None:
         if in_guarded_code(function, line, column) or walk.decide.dead(function, line, column, constants):
             continue
         known = sorted(callee for callee in callees if callee in resolver.functions)
-        for callee in walk.devices.cuda_callees(scope, known) if scope in walk.bindings else known:
+        for callee in walk.captured_callees(scope, known) if scope in walk.bindings else known:
             if not graph.has_edge(scope, callee):
                 graph.add_edge(scope, callee, line=line)
 

@@ -35,6 +35,7 @@ from graphlint.checkers.machinery.core.module_state import ModuleState
 from graphlint.checkers.machinery.core.names import dotted_parts, source_text
 from graphlint.checkers.machinery.core.syntax import (
     FUNCTION_NODES,
+    TRY_NODES,
     child_fields,
     exits,
     first_assignments,
@@ -81,6 +82,45 @@ class _WithFrame:
     autocasts: list[ast.Call]
     regions_before: int
     graphed_before: int
+
+
+@dataclass
+class _Fork:
+    """The kinds before a set of alternatives, and those each alternative that falls through
+    ends with. After them a name keeps a kind where every such alternative agrees, and is a
+    tensor that may be on the device where any of them left it there: a tensor moved to the
+    host in one arm of an `if` may still be on the device after it."""
+
+    guarded: bool
+    env: dict[str, T.Ty]
+    ends: list[dict[str, T.Ty]] = field(default_factory=list)
+
+    def ended(self, env: dict[str, T.Ty], body: list[ast.stmt]) -> None:
+        if not exits(body):  # an arm that returns, raises or jumps reaches nothing after it
+            self.ends.append(env)
+
+    def joined(self, last: dict[str, T.Ty]) -> dict[str, T.Ty]:
+        if not self.ends:
+            return last  # no arm falls through: what follows is not reached from here
+        found: dict[str, T.Ty] = {}
+        for name in set().union(*self.ends):
+            kinds = [end.get(name) for end in self.ends]
+            if all(kind == kinds[0] for kind in kinds) and kinds[0] is not None:
+                found[name] = kinds[0]
+            elif any(kind is not None and kind.kind in T.ON_DEVICE for kind in kinds):
+                found[name] = T.T_TENSOR  # on the device in some arm: it may be here
+        return found
+
+
+def _alternative_bodies(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The bodies the statement walker hands over as alternatives (`flow._Walker.alternatives`)."""
+    if isinstance(stmt, ast.If):
+        return [stmt.body, stmt.orelse]
+    if isinstance(stmt, ast.Match):
+        return [case.body for case in stmt.cases]
+    if isinstance(stmt, TRY_NODES):
+        return [*(handler.body for handler in stmt.handlers), stmt.orelse]
+    return []
 
 
 class FunctionWalker(FlowState):
@@ -422,6 +462,8 @@ class FunctionWalker(FlowState):
         test = stmt.test
         if exits(stmt.body) and isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             self._show_attrs(hasattr_facts(test.operand))  # `if not hasattr(m, "a"): continue`
+        if exits(stmt.body) and not stmt.orelse:  # `if x.device.type != "cpu": raise ...`
+            self._bind_host(off_cuda(test, holds=False))
 
     def _close_capture(self, end: ast.stmt, block: _Block) -> None:
         """Record a capture_begin()/capture_end() span for the replay flow."""
@@ -480,11 +522,15 @@ class FunctionWalker(FlowState):
                 return
         self._bind(stmt.target, _element_ty(self.ty(stmt.iter)))
 
-    def fork(self, stmt: ast.stmt) -> bool:
-        return self.guarded
+    def fork(self, stmt: ast.stmt) -> _Fork:
+        return _Fork(self.guarded, dict(self.env))
 
-    def branch(self, stmt: ast.stmt, index: int, start: object) -> None:
-        """Under `if capturing:` the else-branch never runs in capture, and the reverse."""
+    def branch(self, stmt: ast.stmt, index: int, start: _Fork) -> None:
+        """Each alternative starts from the kinds before it (`_Fork`); under `if capturing:` the
+        else-branch never runs in capture, and the reverse."""
+        if index:
+            start.ended(self.env, _alternative_bodies(stmt)[index - 1])
+            self.env = dict(start.env)
         if not isinstance(stmt, ast.If):
             return
         self._note_decided(stmt.test, index == 0, stmt.body if index == 0 else stmt.orelse)
@@ -495,12 +541,14 @@ class FunctionWalker(FlowState):
             self.duck_attrs = self._duck_saved.pop(id(stmt))
         guard = self.capturing_guard(stmt.test)
         if guard is not None:
-            self.guarded = bool(start) or (not guard if index == 0 else guard)
-            if self.guarded and not start and isinstance(stmt, ast.If):
+            self.guarded = start.guarded or (not guard if index == 0 else guard)
+            if self.guarded and not start.guarded and isinstance(stmt, ast.If):
                 self._note_guarded(stmt.body if index == 0 else stmt.orelse)
 
-    def join(self, stmt: ast.stmt, start: object) -> None:
-        self.guarded = bool(start)
+    def join(self, stmt: ast.stmt, start: _Fork) -> None:
+        self.guarded = start.guarded
+        start.ended(self.env, _alternative_bodies(stmt)[-1])
+        self.env = start.joined(self.env)
 
     def _show_attrs(self, facts: dict[str, frozenset[str]]) -> None:
         """From here on (until the branch or block ends) these receivers have these attributes."""
@@ -554,6 +602,13 @@ class FunctionWalker(FlowState):
         self._test(stmt.test, "assert")
         if stmt.msg is not None:
             self.expr(stmt.msg)
+        self._bind_host(off_cuda(stmt.test, holds=True))  # `assert x.is_cpu`
+
+    def _bind_host(self, name: str | None) -> None:
+        """A tensor the code has just shown is not on a CUDA device is host data from here on:
+        what it computes syncs nothing and records no copy from the host."""
+        if name is not None:
+            self.env[name] = T.Ty(T.HOST)
 
     def _global(self, stmt: ast.Global | ast.Nonlocal) -> None:
         self.globals.update(stmt.names)
@@ -871,3 +926,43 @@ def device_test(test: ast.expr) -> bool | None:
     if kind == "cuda":
         return equal
     return False if equal and kind in _OTHER_DEVICES else None
+
+
+_DEVICE_ATTRS = frozenset({"device", "is_cuda", "is_cpu"})
+
+
+def off_cuda(test: ast.expr, holds: bool) -> str | None:
+    """The tensor (a plain name) that is not on a CUDA device wherever ``test`` is ``holds``:
+    `x.device.type != "cpu"` or `x.is_cuda` false, `x.is_cpu` or `x.device.type == "cpu"`
+    true; None when the test says no such thing. A validator that raises unless its tensor was
+    copied to the host is then known to read host data only."""
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, holds = test.operand, not holds
+    subject = _device_subject(test)
+    if subject is None:
+        return None
+    on_cuda = device_test(test)  # True: it holds exactly on CUDA; False: exactly elsewhere
+    if on_cuda is None and _unequal_to_another_device(test):
+        on_cuda = True  # `!= "cpu"` is false exactly on the CPU, as `is_cuda` is false off CUDA
+    if on_cuda is None:
+        return None
+    return subject if holds != on_cuda else None
+
+
+def _unequal_to_another_device(test: ast.expr) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)):
+        return False
+    other = test.comparators[0] if isinstance(test.comparators[0], ast.Constant) else test.left
+    return isinstance(other, ast.Constant) and str(other.value).split(":")[0] in _OTHER_DEVICES
+
+
+def _device_subject(test: ast.expr) -> str | None:
+    """`x` of `x.is_cuda`, `x.device`, `x.device.type` (alone or compared with a string)."""
+    node = test.left if isinstance(test, ast.Compare) else test
+    if isinstance(test, ast.Compare) and isinstance(node, ast.Constant):
+        node = test.comparators[0]
+    if isinstance(node, ast.Attribute) and node.attr == "type":
+        node = node.value
+    if isinstance(node, ast.Attribute) and node.attr in _DEVICE_ATTRS and isinstance(node.value, ast.Name):
+        return node.value.id
+    return None

@@ -78,7 +78,7 @@ class ValueKinds:
                 return self.annotation_ty(annotation.slice)
             return None
         if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):  # Tensor | None
-            return self.annotation_ty(annotation.left) or self.annotation_ty(annotation.right)
+            return self._union_ty(annotation)
         name = self.resolve(annotation)
         if name in ("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter"):
             return T.T_TENSOR
@@ -91,6 +91,20 @@ class ValueKinds:
         if name and name in self.st.summary.classes:
             return T.Ty(T.INSTANCE, ref=name)
         return None
+
+    def _union_ty(self, annotation: ast.BinOp) -> T.Ty | None:
+        """`Tensor | None` is a tensor where it is a value at all; `Tensor | Cache | None` says
+        only that it may be one (an `isinstance` test picks), so it gives no kind."""
+        parts: list[ast.expr] = []
+        stack: list[ast.expr] = [annotation]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+                stack.extend((node.right, node.left))
+            elif not (isinstance(node, ast.Constant) and node.value is None):
+                parts.append(node)
+        kinds = {self.annotation_ty(part) for part in parts}
+        return kinds.pop() if len(kinds) == 1 else None
 
     def ty(self, node: ast.AST | None) -> T.Ty | None:
         """The kind of value ``node`` evaluates to (memoised until the next statement)."""

@@ -8,7 +8,7 @@ from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.core.model import COMPILE, GRAPH
 from graphlint.checkers.machinery.detectors import Detector
-from graphlint.checkers.rules.capture.common import arg_is_tensor, maybe_tensor, method_of, receiver_kind, short
+from graphlint.checkers.rules.capture.common import arg_is_tensor, maybe_device_tensor, method_of, receiver_kind, short
 from graphlint.registry import Rule, declare
 
 RULE = declare(
@@ -57,8 +57,8 @@ class DynamicShapeOp(Detector):
 
     def on_Call(self, w: FunctionWalker, call: ast.Call, name: str | None) -> None:
         method, receiver = method_of(call)
-        if name in _DYNAMIC_SHAPE_FUNCTIONS or (
-            name is None and method in _DYNAMIC_SHAPE_METHODS and maybe_tensor(receiver_kind(w, call))
+        if (name in _DYNAMIC_SHAPE_FUNCTIONS and _data_may_be_on_device(w, call)) or (
+            name is None and method in _DYNAMIC_SHAPE_METHODS and maybe_device_tensor(receiver_kind(w, call))
         ):
             shown = name or f"{receiver}.{method}"
             w.hazard(RULE.code, call, f"`{shown}()` has a data-dependent output size")
@@ -75,11 +75,18 @@ class DynamicShapeOp(Detector):
 
     def on_Subscript(self, w: FunctionWalker, node: ast.Subscript) -> None:
         """Boolean-mask indexing: the number of selected elements is data."""
-        if not isinstance(node.ctx, ast.Load) or not maybe_tensor(w.ty(node.value)):
+        if not isinstance(node.ctx, ast.Load) or not maybe_device_tensor(w.ty(node.value)):
             return
         index_ty = w.ty(node.slice)
         if index_ty is not None and index_ty.kind in T.MASKS:
             w.hazard(RULE.code, node, f"boolean-mask indexing `{short(node)}` has a data-dependent output size")
+
+
+def _data_may_be_on_device(w: FunctionWalker, call: ast.Call) -> bool:
+    """`torch.nonzero(x)` on a tensor known to be in host memory sizes its output on the host:
+    no device sync, and no kernel of the graph depends on it."""
+    data = call.args[0] if call.args else T.keyword(call, "input")
+    return data is None or maybe_device_tensor(w.ty(data))
 
 
 def _repeats_are_tensor(w: FunctionWalker, call: ast.Call, function_form: bool) -> bool:

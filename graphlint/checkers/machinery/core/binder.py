@@ -28,14 +28,13 @@ from graphlint.checkers.machinery.core.capture_values import (
     note_assignment,
     other_device_graph,
 )
-from graphlint.checkers.machinery.core.flow import FlowState, walk
+from graphlint.checkers.machinery.core.flow import FlowState, alternative_bodies, walk
 from graphlint.checkers.machinery.core.kind_inference import ValueKinds, is_cudagraph_compile
 from graphlint.checkers.machinery.core.model import COMPILE, GRAPH, CallRef, EntryRef, FunctionSummary, Hazard, Region
 from graphlint.checkers.machinery.core.module_state import ModuleState
 from graphlint.checkers.machinery.core.names import dotted_parts, source_text
 from graphlint.checkers.machinery.core.syntax import (
     FUNCTION_NODES,
-    TRY_NODES,
     child_fields,
     exits,
     first_assignments,
@@ -110,17 +109,6 @@ class _Fork:
             elif any(kind is not None and kind.kind in T.ON_DEVICE for kind in kinds):
                 found[name] = T.T_TENSOR  # on the device in some arm: it may be here
         return found
-
-
-def _alternative_bodies(stmt: ast.stmt) -> list[list[ast.stmt]]:
-    """The bodies the statement walker hands over as alternatives (`flow._Walker.alternatives`)."""
-    if isinstance(stmt, ast.If):
-        return [stmt.body, stmt.orelse]
-    if isinstance(stmt, ast.Match):
-        return [case.body for case in stmt.cases]
-    if isinstance(stmt, TRY_NODES):
-        return [*(handler.body for handler in stmt.handlers), stmt.orelse]
-    return []
 
 
 class FunctionWalker(FlowState):
@@ -529,7 +517,7 @@ class FunctionWalker(FlowState):
         """Each alternative starts from the kinds before it (`_Fork`); under `if capturing:` the
         else-branch never runs in capture, and the reverse."""
         if index:
-            start.ended(self.env, _alternative_bodies(stmt)[index - 1])
+            start.ended(self.env, alternative_bodies(stmt)[index - 1])
             self.env = dict(start.env)
         if not isinstance(stmt, ast.If):
             return
@@ -547,7 +535,7 @@ class FunctionWalker(FlowState):
 
     def join(self, stmt: ast.stmt, start: _Fork) -> None:
         self.guarded = start.guarded
-        start.ended(self.env, _alternative_bodies(stmt)[-1])
+        start.ended(self.env, alternative_bodies(stmt)[-1])
         self.env = start.joined(self.env)
 
     def _show_attrs(self, facts: dict[str, frozenset[str]]) -> None:

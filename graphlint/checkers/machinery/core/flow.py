@@ -197,11 +197,11 @@ class _Walker:
 
     def if_(self, stmt: ast.If) -> None:
         self.state.header(stmt.test, stmt)
-        self.alternatives(stmt, [stmt.body, stmt.orelse])
+        self.alternatives(stmt, alternative_bodies(stmt))
 
     def try_(self, stmt: ast.Try) -> None:
         self.framed("try", stmt, 0, stmt.body)
-        self.alternatives(stmt, [*(handler.body for handler in stmt.handlers), stmt.orelse])
+        self.alternatives(stmt, alternative_bodies(stmt))
         self.framed("try", stmt, 1, stmt.finalbody)
 
     def jump(self, stmt: ast.Break | ast.Continue) -> None:
@@ -250,6 +250,18 @@ class _Walker:
                 state.header(case.guard, stmt)
             self.framed("alternative", stmt, index, case.body)
         state.join(stmt, start)
+
+
+def alternative_bodies(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The bodies the walker hands a state as alternatives (`branch` ``index`` is one of them):
+    an `if`'s body and `else`, a `try`'s handlers and `else`, a `match`'s cases."""
+    if isinstance(stmt, ast.If):
+        return [stmt.body, stmt.orelse]
+    if isinstance(stmt, ast.Match):
+        return [case.body for case in stmt.cases]
+    if isinstance(stmt, TRY_NODES):
+        return [*(handler.body for handler in stmt.handlers), stmt.orelse]
+    return []
 
 
 # What the walker does with each compound statement, by its exact node type (one dictionary

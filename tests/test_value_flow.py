@@ -553,3 +553,62 @@ def test_a_weak_proxy_is_the_object_and_a_weak_ref_is_not(write_tree, monkeypatc
     graph = _graph(write_tree, monkeypatch, {"weak.py": WEAK})
     assert graph["weak.Owner.__init__.through_proxy"] == ["weak.Owner.step"]
     assert "weak.Owner.step" not in graph["weak.Owner.__init__.through_ref"]
+
+
+ITERATED = """\
+class Batch:
+    def close(self):
+        return None
+
+
+class Cursor:
+    def __next__(self):
+        return Batch()
+
+
+class Source:
+    def __iter__(self):
+        return Cursor()
+
+    def close(self):
+        return None
+
+
+class Loader:
+    def __iter__(self):
+        yield Batch()
+
+    def close(self):
+        return None
+
+
+def first(source):
+    batch = next(iter(source))
+    batch.close()
+
+
+def listed(source):
+    for batch in list(source):
+        batch.close()
+
+
+def generated(loader):
+    batch = next(iter(loader))
+    batch.close()
+
+
+first(Source())
+listed(Source())
+generated(Loader())
+"""
+
+
+def test_iter_and_list_of_an_object_give_what_iterating_it_gives_not_the_object(write_tree, monkeypatch) -> None:
+    # torchrl's scripts take `data = next(iter(collector))`: the batch, which went on to be
+    # every tensor of the RNN modules while it was read as the collector itself.
+    graph = _graph(write_tree, monkeypatch, {"iterated.py": ITERATED})
+    project = {name: [c for c in calls if c.startswith("iterated.")] for name, calls in graph.items()}
+    assert project["iterated.first"] == ["iterated.Batch.close"]
+    assert project["iterated.listed"] == ["iterated.Batch.close"]
+    # a generator's yields are not followed: unresolved, and never the loader's own method
+    assert project["iterated.generated"] == []

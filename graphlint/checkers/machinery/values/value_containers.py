@@ -44,6 +44,7 @@ class ContainerFlow:
         touch: Callable[[str], None],
         assign: Callable[[tuple, set[str] | frozenset[str]], None],
         locations_of: Callable[[tuple], tuple[str, ...]],
+        iteration: Callable[[str], set[str] | None],
     ) -> None:
         self.values = values  # the solver's locations -> what they hold
         self._constants = constants  # module-level constants (key -> repr), the solver's
@@ -53,6 +54,7 @@ class ContainerFlow:
         self._touch = touch
         self._assign = assign
         self._locations_of = locations_of  # the locations a name read reads
+        self._iteration = iteration  # what iterating a project instance gives (None: not defined here)
         self._keys: dict[str, set[str]] = {}  # container -> its keys
         self.collapsed: set[str] = set()  # lists whose positions no longer count
 
@@ -178,11 +180,17 @@ class ContainerFlow:
         return found
 
     def views(self, expr: tuple) -> set[str]:
-        """`list(xs)`, `sorted(xs)`, `zip(a, b)`: the same elements, their positions unknown."""
+        """`list(xs)`, `sorted(xs)`, `zip(a, b)`, `iter(xs)`: the same elements, their positions
+        unknown. An instance of a project class that defines `__iter__` gives what iterating it
+        gives (`next(iter(collector))` is a batch the collector yields, not the collector)."""
         found: set[str] = set()
         for part in expr[1:]:
-            for value in self.evaluate(part):
-                found.add(f"{value.partition('|')[0]}|{_UNKNOWN}" if is_container(value) else value)
+            for value in tuple(self.evaluate(part)):
+                if is_container(value):
+                    found.add(f"{value.partition('|')[0]}|{_UNKNOWN}")
+                    continue
+                iterated = self._iteration(value)
+                found |= {value} if iterated is None else iterated
         return found
 
     def _constant(self, expr: tuple) -> str | None:

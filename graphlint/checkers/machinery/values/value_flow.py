@@ -136,7 +136,9 @@ class ValueFlow:
     def _container_part(self) -> ContainerFlow:
         """The containers (`value_containers`), handed the locations they read and store into."""
         locations = (self._read, self._add, self._touch, self._assign, self._locations_of)
-        return ContainerFlow(self.values, self._constants, self.evaluate, *locations)
+        return ContainerFlow(
+            self.values, self._constants, self.evaluate, *locations, lambda v: self._iteration(v, None)
+        )
 
     def callees(self, key: CallKey) -> set[str] | frozenset[str]:
         """The functions the call at ``key`` runs (empty: unresolved)."""
@@ -718,22 +720,35 @@ class ValueFlow:
         (both calls are edges); anything else is a container's elements, kept as they are."""
         found: set[str] = set()
         for value in sorted(self.evaluate(expr[1])):
-            method = self._method(value[1:], "__iter__") if value[0] == "!" else None
-            if method is None:
+            iterated = self._iteration(value, expr[2])
+            if iterated is not None:
+                found |= iterated
+            else:
                 found |= self.containers.elements((value,)) if is_container(value) else {value}
-                continue
-            self._protocol_call(method, value, expr[2])
-            for iterator in sorted(self._returns(method)):
-                following = self._method(iterator[1:], "__next__") if iterator[0] == "!" else None
-                if following is not None:
-                    self._protocol_call(following, iterator, expr[2])
-                    found |= self._returns(following)
         return found
 
-    def _protocol_call(self, method: str, instance: str, key: CallKey) -> None:
-        """A call Python makes itself (iteration): an edge the binder never names."""
+    def _iteration(self, value: str, key: CallKey | None) -> set[str] | None:
+        """What iterating ``value`` gives when it is an instance of a project class that defines
+        __iter__: what its iterator's __next__ returns, both calls edges at ``key`` where the
+        iteration is a statement of its own (None: no such class, the caller's reading holds)."""
+        method = self._method(value[1:], "__iter__") if value[0] == "!" else None
+        if method is None:
+            return None
+        self._protocol_call(method, value, key)
+        found: set[str] = set()
+        for iterator in sorted(self._returns(method)):
+            following = self._method(iterator[1:], "__next__") if iterator[0] == "!" else None
+            if following is not None:
+                self._protocol_call(following, iterator, key)
+                found |= self._returns(following)
+        return found
+
+    def _protocol_call(self, method: str, instance: str, key: CallKey | None) -> None:
+        """A call Python makes itself (iteration): an edge the binder never names (recorded where
+        the call has a site, ``key``)."""
         self._bind_self(method, instance)
-        self.extra.setdefault(key, set()).add(method)
+        if key is not None:
+            self.extra.setdefault(key, set()).add(method)
 
     def _union(self, expr: tuple) -> set[str] | frozenset[str]:
         if len(expr) == 2:

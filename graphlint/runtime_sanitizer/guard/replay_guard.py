@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import sys
 import weakref
 from collections.abc import Iterator
@@ -92,6 +93,21 @@ from graphlint.runtime_sanitizer.rules import (
 
 class StaleOutputRead(RuntimeError):
     """Raised in `mode="raise"` when a stale output handle is read (GL503)."""
+
+
+def collect_before_capture() -> None:
+    """Collect the garbage before a raw `capture_begin`, as `torch.cuda.graph` does before its own.
+
+    A collection destroys any CUDA graph left in a reference cycle (each graph that
+    `make_graphed_callables` builds is one: its autograd Function class holds it), and destroying
+    a graph while a stream captures invalidates the capture (`cudaErrorStreamCaptureInvalidated`,
+    after torch's warning "operation not permitted when stream is capturing (function reset)").
+    Without the guard a capture allocates few Python objects, so a collection seldom falls inside
+    it; under the guard every operation passes through its dispatch modes, which allocate, so one
+    does. Collecting first leaves no such graph to destroy; the collector itself keeps running, so
+    what the capture frees by cycles it frees as it would without the guard.
+    """
+    gc.collect()
 
 
 class ReplayGuard:
@@ -284,6 +300,8 @@ class ReplayGuard:
 
         @functools.wraps(original_begin)
         def capture_begin(graph, *args, **kwargs):
+            if not guard._managed:
+                collect_before_capture()
             result = original_begin(graph, *args, **kwargs)
             if not guard._managed:
                 guard._begin_capture(_RawCapture(graph, torch.cuda.current_stream()))

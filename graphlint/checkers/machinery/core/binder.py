@@ -196,6 +196,8 @@ class FunctionWalker(FlowState):
                 if arg.arg == "self":
                     self.env["self"] = T.Ty(T.INSTANCE, ref=self.class_qualname)
                 continue
+            if index == 0 and self.class_qualname and _autograd_context(node):
+                continue  # autograd passes ctx: `Fn.apply(x)` runs `forward(ctx, x)` with x first
             self.summary.params.append(arg.arg)
             if arg.annotation is not None:
                 ty = self.kinds.annotation_ty(arg.annotation)
@@ -882,6 +884,14 @@ def _is_staticmethod(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
 
 
+def _autograd_context(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A custom autograd Function's `forward(ctx, ...)` or `backward(ctx, ...)`: a staticmethod
+    whose first parameter autograd fills, so callers' arguments start at the second."""
+    args = [*node.args.posonlyargs, *node.args.args]
+    return node.name in _AUTOGRAD_STEPS and bool(args) and args[0].arg == "ctx" and _is_staticmethod(node)
+
+
+_AUTOGRAD_STEPS = frozenset({"forward", "backward"})  # what autograd calls with ctx first
 _OTHER_DEVICES = frozenset({"cpu", "npu", "xpu", "hpu", "mps", "meta", "mlu", "musa", "tpu", "xla"})
 
 

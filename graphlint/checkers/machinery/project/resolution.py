@@ -35,6 +35,10 @@ _MAX_ALIAS_HOPS = 8
 # `hasattr(obj, attr)` then `obj.name()`: past these, the attribute says too little of obj
 _MAX_DUCKS = 32  # classes with the attribute
 _MAX_DUCK_TARGETS = 8  # methods the call may run
+# torch's base of custom autograd Functions, as the binder spells a class's bases
+_AUTOGRAD_FUNCTIONS = frozenset(
+    {"torch.autograd.Function", "torch.autograd.function.Function", "torch.autograd.function.InplaceFunction"}
+)
 
 # Which classes each parameter of a function receives from its callers (`def step(model, x)`).
 Bindings = dict[str, set[str]]
@@ -134,7 +138,8 @@ class Resolver:
         if isinstance(target, FunctionTarget):
             resolved = self.resolve_name(target.name)
             if resolved is None:
-                return []
+                owner, _, attr = target.name.rpartition(".")
+                return self._autograd_apply(owner, attr)
             if resolved in self.functions:
                 return [resolved]
             init = self.method(resolved, "__init__")
@@ -156,11 +161,26 @@ class Resolver:
             found = self.method(target.owner, target.name)
             if found:
                 return [found]
+            applied = self._autograd_apply(target.owner, target.name)
+            if applied:
+                return applied
             held = self.attribute_class(target.owner, target.name)
             return self.resolve_target(InstanceCall(held)) if held else []
         if isinstance(target, DuckCall):
             return self._duck_call(target.attr, target.name)
         return []
+
+    def _autograd_apply(self, owner: str, attr: str) -> list[str]:
+        """`Fn.apply(x)` on a custom `torch.autograd.Function`: autograd runs `Fn.forward(ctx, x)`
+        (the binder leaves `ctx` out of its parameters, so the arguments line up)."""
+        cls = self.resolve_name(owner) if attr == "apply" else None
+        if cls not in self.classes or self.method(cls, "apply") is not None:
+            return []
+        chain = list(self.class_chain(cls))
+        if not any(base in _AUTOGRAD_FUNCTIONS for summary in chain for base in summary.bases):
+            return []
+        forward = self.method(cls, "forward")
+        return [forward] if forward else []
 
     def _duck_call(self, attr: str, name: str) -> list[str]:
         """`if hasattr(obj, attr): obj.name()`: ``name`` of every project class with ``attr``

@@ -909,6 +909,18 @@ def device_test(test: ast.expr) -> bool | None:
         if name.startswith("is_") and name[3:] in _OTHER_DEVICES:
             return False
         return None
+    compared = _device_comparison(test)
+    if compared is None:
+        return None
+    _, kind, equal = compared
+    if kind == "cuda":
+        return equal
+    return False if equal and kind in _OTHER_DEVICES else None
+
+
+def _device_comparison(test: ast.expr) -> tuple[ast.expr, str, bool] | None:
+    """`x.device.type == "cpu"` (either side, `==` or `!=`): the device expression, the device
+    kind compared with (`cuda:1` is `cuda`), and whether the test is `==`."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
         return None
     subject, other = test.left, test.comparators[0]
@@ -919,11 +931,7 @@ def device_test(test: ast.expr) -> bool | None:
     text = source_text(subject)
     if not (text.endswith(".type") or "device" in text.split(".")[-1]):
         return None
-    kind = other.value.split(":")[0]
-    equal = isinstance(test.ops[0], ast.Eq)
-    if kind == "cuda":
-        return equal
-    return False if equal and kind in _OTHER_DEVICES else None
+    return subject, other.value.split(":")[0], isinstance(test.ops[0], ast.Eq)
 
 
 _DEVICE_ATTRS = frozenset({"device", "is_cuda", "is_cpu"})
@@ -936,29 +944,20 @@ def off_cuda(test: ast.expr, holds: bool) -> str | None:
     copied to the host is then known to read host data only."""
     while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, holds = test.operand, not holds
-    subject = _device_subject(test)
+    compared = _device_comparison(test)
+    subject = _device_subject(compared[0] if compared is not None else test)
     if subject is None:
         return None
     on_cuda = device_test(test)  # True: it holds exactly on CUDA; False: exactly elsewhere
-    if on_cuda is None and _unequal_to_another_device(test):
+    if on_cuda is None and compared is not None and not compared[2] and compared[1] in _OTHER_DEVICES:
         on_cuda = True  # `!= "cpu"` is false exactly on the CPU, as `is_cuda` is false off CUDA
     if on_cuda is None:
         return None
     return subject if holds != on_cuda else None
 
 
-def _unequal_to_another_device(test: ast.expr) -> bool:
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)):
-        return False
-    other = test.comparators[0] if isinstance(test.comparators[0], ast.Constant) else test.left
-    return isinstance(other, ast.Constant) and str(other.value).split(":")[0] in _OTHER_DEVICES
-
-
-def _device_subject(test: ast.expr) -> str | None:
-    """`x` of `x.is_cuda`, `x.device`, `x.device.type` (alone or compared with a string)."""
-    node = test.left if isinstance(test, ast.Compare) else test
-    if isinstance(test, ast.Compare) and isinstance(node, ast.Constant):
-        node = test.comparators[0]
+def _device_subject(node: ast.expr) -> str | None:
+    """`x` of `x.is_cuda`, `x.device`, `x.device.type`."""
     if isinstance(node, ast.Attribute) and node.attr == "type":
         node = node.value
     if isinstance(node, ast.Attribute) and node.attr in _DEVICE_ATTRS and isinstance(node.value, ast.Name):

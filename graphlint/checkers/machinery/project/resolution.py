@@ -176,8 +176,7 @@ class Resolver:
         cls = self.resolve_name(owner) if attr == "apply" else None
         if cls not in self.classes or self.method(cls, "apply") is not None:
             return []
-        chain = list(self.class_chain(cls))
-        if not any(base in _AUTOGRAD_FUNCTIONS for summary in chain for base in summary.bases):
+        if not any(base in _AUTOGRAD_FUNCTIONS for summary in self.class_chain(cls) for base in summary.bases):
             return []
         forward = self.method(cls, "forward")
         return [forward] if forward else []

@@ -126,17 +126,28 @@ def summary(rows: dict[str, dict]) -> list[str]:
     return out
 
 
+def _retimed(paths: list[str]) -> set[str]:
+    """The rows any `--costs-only` run among ``paths`` timed."""
+    found: set[str] = set()
+    for path in paths:
+        with open(path) as handle:
+            found |= {key for key, row in json.load(handle)["results"].items() if row.get("timed_only")}
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+")
     parser.add_argument("--untimed", nargs="*", default=[], help="files whose times are not the launcher's own")
-    parser.add_argument("--retimed-only", action="store_true", help="only the rows the last file re-timed")
+    parser.add_argument(
+        "--retimed-only",
+        action="store_true",
+        help="only the rows a --costs-only file re-timed (a sample split over calls)",
+    )
     args = parser.parse_args()
     rows = merged(args.files, args.untimed)
     if args.retimed_only:
-        with open(args.files[-1]) as handle:
-            retimed = {key for key, row in json.load(handle)["results"].items() if row.get("timed_only")}
-        rows = {key: row for key, row in rows.items() if key in retimed}
+        rows = {key: row for key, row in rows.items() if key in _retimed(args.files)}
     print("\n".join([*summary(rows), "", COLUMNS, RULE]))
     print("\n".join(line(key, row) for key, row in rows.items()))
     return 0

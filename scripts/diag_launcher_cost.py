@@ -4,6 +4,11 @@ For a fan-out graph (one input read by N kernels, so N patched nodes) it times, 
 median GPU (CUDA events) and CPU (perf_counter) microseconds over 200 calls: the whole call,
 the refusal checks, the output allocation, the updater launch, the replay, updater + replay,
 and plain copy-in/replay/clone-out. Usage: ``python scripts/diag_launcher_cost.py [N ...]``.
+
+``--zoo NAME ...`` does the same for rows of the wide zoo (`benchmarks/launcher_wide_zoo.py`,
+float32, batch 2), whose CPU time trails the copy path's in some rows (issue #34): the call
+and the checks, the output allocation, the pinned copies and clones, the node updates and the
+replay, each alone, beside the copy path's copy-in, replay and clone.
 """
 
 from __future__ import annotations
@@ -50,7 +55,51 @@ def parts(reads: int, updates: str) -> dict:
     return row
 
 
+def zoo_parts(name: str) -> dict:
+    """`parts` for one wide-zoo model, float32."""
+    from benchmarks import launcher_wide_zoo as wide
+
+    build, make_inputs = next((b, m) for n, b, m in wide.wide_zoo() if n == name)
+    model = build().cuda().eval()
+    pool = [wide.zoo.inputs_on_device(make_inputs, torch.float32, 2) for _ in range(4)]
+    static = tuple(t.clone() for t in pool[0])
+    graph, copy_replay = wide.copy_path(model, static)
+    launcher = ParameterizedLauncher(model, pool[0])
+    turn = iter(range(10**9))
+    row = {"model": name, "patched": len(launcher._nodes), "note": launcher.update_note}
+    row |= {"pinned_inputs": sorted(launcher._pinned_inputs), "pinned_outputs": sorted(launcher._pinned_outputs)}
+    row["call"] = median_us(lambda: launcher(*pool[next(turn) % 4]))
+    row["checks"] = median_us(lambda: launcher._why_not(pool[0]))
+    rows = [{("input", i): t.data_ptr() for i, t in enumerate(inputs)} for inputs in pool]
+    out = launcher.outputs[0]
+
+    def repoint():
+        launcher._last = None
+        launcher._repoint({**rows[next(turn) % 4], ("output", 0): out.data_ptr()})
+
+    row["repoint"] = median_us(repoint)
+    row["replay"] = median_us(launcher._replay)
+    row["repoint_and_replay"] = median_us(lambda: (repoint(), launcher._replay()))
+    fixed = {**rows[0], ("output", 0): out.data_ptr()}
+
+    def same_repoint():  # the driver call with the addresses the nodes already hold
+        launcher._last = None
+        launcher._repoint(fixed)
+
+    row["same_repoint_and_replay"] = median_us(lambda: (same_repoint(), launcher._replay()))
+    row["clone_output"] = median_us(out.clone)
+    row["copy_path"] = median_us(lambda: copy_replay(pool[next(turn) % 4]))
+    row["copy_path_replay"] = median_us(graph.replay)
+    row["copy_in"] = median_us(lambda: static[0].copy_(pool[next(turn) % 4][0]))
+    return row
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--zoo"]:
+        with torch.inference_mode():
+            for name in sys.argv[2:]:
+                print(json.dumps(zoo_parts(name)), flush=True)
+        return 0
     with torch.inference_mode():
         for reads in [int(a) for a in sys.argv[1:]] or [31, 79]:
             for updates in ("auto", "host"):

@@ -66,3 +66,13 @@ def test_rows_timed_before_the_busy_clock_show_a_dash(tmp_path: Path) -> None:
     rows = zoo_table.merged([_write(tmp_path / "old.json", {"m.a[bfloat16]": old})], [])
     assert "| 5.0 / 4.0 | - | 1.0 / 2.0 |" in zoo_table.line("m.a[bfloat16]", rows["m.a[bfloat16]"])
     assert "GPU busy time" not in "\n".join(zoo_table.summary(rows))
+
+
+def test_retimed_rows_are_those_of_every_costs_only_run_not_only_the_last(tmp_path: Path) -> None:
+    """A sample too long for one device call is timed in parts; `--retimed-only` keeps the rows
+    any part timed, and leaves out rows only a scoring run timed."""
+    verdicts = {f"m.{name}[float32]": {"pass": True, **_times(10.0, 11.0)} for name in "abc"}
+    scored = _write(tmp_path / "scored.json", verdicts)
+    first = _write(tmp_path / "part1.json", {"m.a[float32]": {"timed_only": True, **_times(9.0, 11.0)}})
+    second = _write(tmp_path / "part2.json", {"m.b[float32]": {"timed_only": True, **_times(9.0, 11.0)}})
+    assert zoo_table._retimed([scored, first, second]) == {"m.a[float32]", "m.b[float32]"}

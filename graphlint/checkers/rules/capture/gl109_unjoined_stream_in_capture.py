@@ -72,8 +72,8 @@ class UnjoinedStreamInCapture(Detector):
             self._function, self._ordering = w, _StreamOrdering(_ordering_calls(w))
         text = source_text(stream)
         start = w.st.summary.regions[w.regions[-1]].line if w.regions else getattr(w.node, "lineno", 0)
-        forked = self._ordering.forked(text, start, node.lineno)
-        joined = self._ordering.joined(text, node.end_lineno or node.lineno)
+        forked = self._ordering.forked(text, start, node.lineno) or _waits_first(node.body)
+        joined = self._ordering.joined(text, node.end_lineno or node.lineno) or _records_last(node.body, text)
         if forked and joined:
             return
         missing = []
@@ -82,6 +82,34 @@ class UnjoinedStreamInCapture(Detector):
         if not joined:
             missing.append(f"`{text}` is not joined back (`torch.cuda.current_stream().wait_stream({text})`)")
         w.hazard(RULE.code, node.items[0].context_expr, "side stream in capture: " + " and ".join(missing))
+
+
+def _waits_first(body: list[ast.stmt]) -> bool:
+    """Does the block open by making its own stream wait: `start.wait()` (an event's wait with
+    no stream waits on the current one, the block's) or `current_stream().wait_stream(...)`?
+    That is the fork, written inside the block instead of before it."""
+    call = _statement_call(body[0]) if body else None
+    if call is None or not isinstance(call.func, ast.Attribute):
+        return False
+    method, receiver = call.func.attr, source_text(call.func.value)
+    if method == "wait" and not call.args and not call.keywords:
+        return True
+    return method in ("wait_stream", "wait_event") and receiver.endswith("current_stream()")
+
+
+def _records_last(body: list[ast.stmt], stream: str) -> bool:
+    """Does the block close by recording an event on its stream (`done.record()`,
+    `done.record(side)`)? The event marks the end of the side stream's work, and whoever waits
+    on it joins the stream back: often another function (a `join()` the next layer calls),
+    which this file-level check cannot see. An event recorded before the work marks nothing."""
+    call = _statement_call(body[-1]) if body else None
+    if call is None or not isinstance(call.func, ast.Attribute) or call.func.attr != "record":
+        return False
+    return not call.args or (len(call.args) == 1 and source_text(call.args[0]) == stream)
+
+
+def _statement_call(stmt: ast.stmt) -> ast.Call | None:
+    return stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
 
 
 def _ordering_calls(w: FunctionWalker) -> list[_Ordering]:

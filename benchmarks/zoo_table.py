@@ -147,7 +147,8 @@ def main() -> int:
     args = parser.parse_args()
     rows = merged(args.files, args.untimed)
     if args.retimed_only:
-        rows = {key: row for key, row in rows.items() if key in _retimed(args.files)}
+        retimed = _retimed(args.files)
+        rows = {key: row for key, row in rows.items() if key in retimed}
     print("\n".join([*summary(rows), "", COLUMNS, RULE]))
     print("\n".join(line(key, row) for key, row in rows.items()))
     return 0

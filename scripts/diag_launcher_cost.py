@@ -6,9 +6,10 @@ the refusal checks, the output allocation, the updater launch, the replay, updat
 and plain copy-in/replay/clone-out. Usage: ``python scripts/diag_launcher_cost.py [N ...]``.
 
 ``--zoo NAME ...`` does the same for rows of the wide zoo (`benchmarks/launcher_wide_zoo.py`,
-float32, batch 2), whose CPU time trails the copy path's in some rows (issue #34): the call
-and the checks, the output allocation, the pinned copies and clones, the node updates and the
-replay, each alone, beside the copy path's copy-in, replay and clone.
+float32, batch 2, first output), whose CPU time trails the copy path's in some rows (issue #34):
+the whole call, the checks, the node updates (to new addresses, and again to the ones the nodes
+hold, each followed by a replay), the replay and the output's clone, each alone, beside the copy
+path's whole call, its replay and its copy-in.
 """
 
 from __future__ import annotations

@@ -48,6 +48,12 @@ def _known_at_call(source: str, name: str) -> bool:
         ("def f(v):\n    while v:\n        g(m=v)\n", "v"),
         ("def f(v, c):\n    for x in c:\n        v.pop(x)\n        g(m=v)\n", "v"),
         ("def f(c):\n    if c:\n        m = True\n    else:\n        m = bool(c) and c > 1\n    g(m=m)\n", "m"),
+        ("def f(v: Meta):\n    g(m=v)\n", "v"),  # declared never None
+        ("def f(v: mod.Meta):\n    g(m=v)\n", "v"),
+        ("def f(v: dict[str, int]):\n    g(m=v)\n", "v"),
+        ("def f(v: 'Meta'):\n    g(m=v)\n", "v"),  # a forward reference
+        ("def f(*, v: Union[Meta, Other]):\n    g(m=v)\n", "v"),
+        ("def f(v: Meta | Other = Meta()):\n    g(m=v)\n", "v"),
     ],
 )
 def test_what_shows_a_name_is_not_none(source: str, name: str) -> None:
@@ -81,6 +87,15 @@ def test_what_shows_a_name_is_not_none(source: str, name: str) -> None:
         ("def f(c):\n    for m in c:\n        pass\n    g(m=m)\n", "m"),
         ("def f(c):\n    m = True\n    m += c\n    g(m=m)\n", "m"),
         ("def f(m=True):\n    m = False\n    g(m=m)\n", "m"),  # a parameter may hold what is passed
+        ("def f(v: Optional[Meta]):\n    g(m=v)\n", "v"),  # declarations that admit None
+        ("def f(v: Meta | None):\n    g(m=v)\n", "v"),
+        ("def f(v: 'Meta | None'):\n    g(m=v)\n", "v"),
+        ("def f(v: Union[Meta, None]):\n    g(m=v)\n", "v"),
+        ("def f(v: Any):\n    g(m=v)\n", "v"),
+        ("def f(v: T):\n    g(m=v)\n", "v"),  # a type variable may be bound to None
+        ("def f(v: Meta = None):\n    g(m=v)\n", "v"),  # an implicit Optional
+        ("def f(*, v: Meta = None):\n    g(m=v)\n", "v"),
+        ("def f(v: Meta):\n    v = h()\n    g(m=v)\n", "v"),  # bound again: the declaration no longer speaks
     ],
 )
 def test_what_shows_nothing(source: str, name: str) -> None:

@@ -26,6 +26,9 @@ seen, as the parameters' own rebinding is not in `syntax.first_assignments`).
 A local whose every binding is a plain `name = value` with a value that is never None (a
 constant other than None, a display, a comparison, `not x`, `bool(...)`, `len(...)`) is known
 not None wherever it is read: `full = True` on one arm and `full = bool(mask)` on the other.
+So is a parameter the body never binds whose annotation excludes None and whose default is not
+None (`metadata: VisionMetadata`, passed on as `forward_metadata=metadata` by SGLang's ViT
+graph runners): a type checker holds its callers to that.
 
 The binder asks only about names a call passes by keyword, as far as its last such call
 (`FunctionWalker.walk_function`), and the source text tells which statements name them at all:
@@ -86,7 +89,11 @@ def present_names(
     the walk for dereferences (most do: that walk is the costly part)."""
     lines, values = _bindings(function)
     candidates = _candidates(function, lines, values, wanted)
-    never = (name for name in _never_none_locals(function, lines, values) if name in candidates)
+    never = (
+        name
+        for name in (*_never_none_locals(function, lines, values), *_declared_not_none(function, lines))
+        if name in candidates
+    )
     found: Spans = {name: [(0, sys.maxsize)] for name in never}
     if not candidates:
         return found
@@ -238,6 +245,56 @@ def _never_none_locals(
     for name, bound in values.items():
         if name not in params and sys.maxsize not in lines[name] and all(map(_never_none, bound)):
             yield name
+
+
+def _declared_not_none(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: dict[str, list[int]]) -> Iterator[str]:
+    """Parameters the signature declares never None and the body never rebinds:
+    `metadata: VisionMetadata`, `values: dict[str, Tensor]`. A type checker holds every caller
+    to that, so the code a test of them for None guards is the callers' promise, not a guess.
+    An annotation that admits None (`Optional[...]`, `X | None`, `Any`, `object`, a bare
+    type variable) or a None default (`x: Tensor = None`) declares nothing."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: dict[str, ast.expr | None] = dict(
+        zip([a.arg for a in positional[::-1]], args.defaults[::-1], strict=False)
+    )
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True))
+    for arg in (*positional, *args.kwonlyargs):
+        default = defaults.get(arg.arg)
+        if arg.arg in lines or (isinstance(default, ast.Constant) and default.value is None):
+            continue
+        if arg.annotation is not None and _excludes_none(arg.annotation):
+            yield arg.arg
+
+
+_ADMITS_NONE = frozenset({"Any", "object", "Optional", "None", "NoneType", "TypeVar"})
+
+
+def _excludes_none(annotation: ast.expr) -> bool:
+    """Whether a value of this annotation is never None (three-valued readings err to False)."""
+    if isinstance(annotation, ast.Constant):
+        if not isinstance(annotation.value, str):
+            return False  # `None`, or a number
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body  # a forward reference
+        except SyntaxError:
+            return False
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        return _excludes_none(annotation.left) and _excludes_none(annotation.right)
+    if isinstance(annotation, ast.Subscript):
+        if _last_name(annotation.value) == "Union":
+            parts = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+            return all(map(_excludes_none, parts))
+        return _excludes_none(annotation.value)  # `dict[str, Tensor]`, `Optional[X]` (no)
+    name = _last_name(annotation)
+    return name is not None and name not in _ADMITS_NONE and not (len(name) == 1 and name.isupper())
+
+
+def _last_name(node: ast.expr) -> str | None:
+    """`Name` of `Name` or `module.Name`."""
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
 
 
 def _never_none(value: ast.expr | None) -> bool:

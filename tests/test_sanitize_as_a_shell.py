@@ -39,22 +39,34 @@ sys.exit(0)
 """
 
 
-def _sanitize(tmp_path: Path) -> subprocess.Popen:
+def _sanitize(tmp_path: Path, ignoring_sigint: bool = False) -> subprocess.Popen:
     script = tmp_path / "train.py"
     script.write_text(PROGRAM)
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     command = [sys.executable, "-m", "graphlint", "sanitize", "--", "python", str(script), str(tmp_path / "ckpt")]
+    # `cmd &` in a script or a CI step starts graphlint with SIGINT ignored; a program started
+    # before graphlint's handlers are in would inherit that and never see the SIGINT passed on
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignoring_sigint else None
     process = subprocess.Popen(
-        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ignore,
     )
     assert process.stdout is not None and process.stdout.readline() == "ready\n"
     return process
 
 
 @posix_only
+@pytest.mark.parametrize("ignoring_sigint", [False, True], ids=["", "started-with-SIGINT-ignored"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_is_passed_on_and_the_program_finishes_its_cleanup(tmp_path: Path, signum: int) -> None:
-    process = _sanitize(tmp_path)
+def test_a_signal_is_passed_on_and_the_program_finishes_its_cleanup(
+    tmp_path: Path, signum: int, ignoring_sigint: bool
+) -> None:
+    process = _sanitize(tmp_path, ignoring_sigint)
     try:
         process.send_signal(signum)  # to graphlint only, as `kill` or a scheduler sends it
         assert process.wait(timeout=60) == 7
@@ -112,3 +124,36 @@ def test_the_sanitize_report_names_a_console_script(tmp_path: Path) -> None:
     result = run_cli("sanitize", "--report", str(report), "--", "pytest", "--version")
     assert result.returncode == 0, result.stderr
     assert json.loads(report.read_text())[0]["path"] == "pytest"
+
+
+# A program that is up before the sanitizer gets its handlers in would miss a signal sent then:
+# here the signal comes while the program is being started, before `Popen` even returns.
+EARLY_SIGNAL = """\
+import signal, subprocess
+from graphlint.runtime_sanitizer import run_program
+
+class Child:
+    received = []
+
+    def __init__(self, argv, env):
+        signal.raise_signal(signal.SIGTERM)  # the default action would end this process here
+
+    def poll(self):
+        return None
+
+    def send_signal(self, signum):
+        Child.received.append(signum)
+
+    def wait(self):
+        return 0
+
+subprocess.Popen = Child
+print(run_program._wait_forwarding_signals(["train.py"], {}), Child.received == [signal.SIGTERM])
+"""
+
+
+@posix_only
+def test_a_signal_sent_while_the_program_starts_is_passed_on_once_it_has() -> None:
+    result = subprocess.run([sys.executable, "-c", EARLY_SIGNAL], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "True"]

@@ -175,17 +175,34 @@ def run(
 
 
 def _wait_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
-    """Start the program and wait for it, passing SIGINT and SIGTERM on, as a shell does."""
-    try:
-        child = subprocess.Popen(argv, env=env)
-    except OSError as error:
-        raise UsageError(f"cannot run {argv[0]}: {error.strerror or error}") from None
+    """Start the program and wait for it, passing SIGINT and SIGTERM on, as a shell does.
+
+    The handlers go in before the program starts. A signal caught here is reset to its default
+    action in the program at exec, whereas one ignored here stays ignored there: graphlint
+    started with SIGINT ignored (`graphlint sanitize ... &` in a script or a CI step) would
+    otherwise start a program that never sees the SIGINT it passes on, and wait for it for
+    good. A signal that arrives before the program exists is held and passed on once it does."""
+    started: list[subprocess.Popen] = []
+    held: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        if started:
+            _forward(started[0], signum)
+        else:
+            held.append(signum)
+
     previous: dict[int, object] = {}
     if threading.current_thread() is threading.main_thread():
         for number in (signal.SIGINT, signal.SIGTERM):
-            previous[number] = signal.signal(number, lambda signum, frame: _forward(child, signum))
+            previous[number] = signal.signal(number, on_signal)
     try:
-        return child.wait()
+        try:
+            started.append(subprocess.Popen(argv, env=env))
+        except OSError as error:
+            raise UsageError(f"cannot run {argv[0]}: {error.strerror or error}") from None
+        while held:
+            _forward(started[0], held.pop(0))
+        return started[0].wait()
     finally:
         for restored, handler in previous.items():
             signal.signal(restored, handler)  # type: ignore[arg-type]

@@ -96,6 +96,7 @@ def test_what_shows_a_name_is_not_none(source: str, name: str) -> None:
         ("def f(v: Meta = None):\n    g(m=v)\n", "v"),  # an implicit Optional
         ("def f(*, v: Meta = None):\n    g(m=v)\n", "v"),
         ("def f(v: Meta):\n    v = h()\n    g(m=v)\n", "v"),  # bound again: the declaration no longer speaks
+        ("def f(v: Meta):\n    if v is None:\n        log()\n    g(m=v)\n", "v"),  # its author doubts it
     ],
 )
 def test_what_shows_nothing(source: str, name: str) -> None:

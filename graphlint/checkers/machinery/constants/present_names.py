@@ -250,21 +250,41 @@ def _never_none_locals(
 def _declared_not_none(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: dict[str, list[int]]) -> Iterator[str]:
     """Parameters the signature declares never None and the body never rebinds:
     `metadata: VisionMetadata`, `values: dict[str, Tensor]`. A type checker holds every caller
-    to that, so the code a test of them for None guards is the callers' promise, not a guess.
-    An annotation that admits None (`Optional[...]`, `X | None`, `Any`, `object`, a bare
-    type variable) or a None default (`x: Tensor = None`) declares nothing."""
+    to that. An annotation that admits None (`Optional[...]`, `X | None`, `Any`, `object`, a bare
+    type variable) or a None default (`x: Tensor = None`) declares nothing, and neither does a
+    signature whose own body tests the parameter against None: its author does not rely on it."""
     args = function.args
     positional = [*args.posonlyargs, *args.args]
     defaults: dict[str, ast.expr | None] = dict(
         zip([a.arg for a in positional[::-1]], args.defaults[::-1], strict=False)
     )
     defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True))
-    for arg in (*positional, *args.kwonlyargs):
-        default = defaults.get(arg.arg)
-        if arg.arg in lines or (isinstance(default, ast.Constant) and default.value is None):
-            continue
-        if arg.annotation is not None and _excludes_none(arg.annotation):
-            yield arg.arg
+    declared = {
+        arg.arg
+        for arg in (*positional, *args.kwonlyargs)
+        if arg.arg not in lines
+        and not _is_none(defaults.get(arg.arg))
+        and arg.annotation is not None
+        and _excludes_none(arg.annotation)
+    }
+    if declared:
+        yield from sorted(declared.difference(_compared_with_none(function)))
+
+
+def _is_none(node: ast.expr | None) -> bool:
+    """`None` spelled out (a default, a side of a comparison)."""
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _compared_with_none(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names the function's own body compares with None (`p is None`, `None != p`)."""
+    found: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            pair = (node.left, node.comparators[0])
+            if any(map(_is_none, pair)):
+                found.update(side.id for side in pair if isinstance(side, ast.Name))
+    return found
 
 
 _ADMITS_NONE = frozenset({"Any", "object", "Optional", "None", "NoneType", "TypeVar"})

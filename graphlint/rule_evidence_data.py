@@ -14,7 +14,7 @@ EVIDENCE: dict[str, dict[str, int]] = {
     "GL104": {"positives": 14, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL105": {"positives": 10, "labelled": 1, "true": 0, "injected": 1, "found": 1},
     "GL106": {"positives": 7, "labelled": 0, "true": 0, "injected": 0, "found": 0},
-    "GL107": {"positives": 4, "labelled": 0, "true": 0, "injected": 0, "found": 0},
+    "GL107": {"positives": 5, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL108": {"positives": 11, "labelled": 31, "true": 0, "injected": 0, "found": 0},
     "GL109": {"positives": 7, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL110": {"positives": 3, "labelled": 0, "true": 0, "injected": 0, "found": 0},

@@ -57,6 +57,8 @@ class AutocastCacheWithGraphs(Detector):
     def on_autocast(self, w: FunctionWalker, stmt: ast.stmt, context: ast.Call, inside: WithInside) -> None:
         if _autocast_is_cpu(context) or T.is_false(T.keyword(context, "cache_enabled")):
             return
+        if T.is_false(T.keyword(context, "enabled")):
+            return  # autocast switched off: nothing is cast, so nothing is cached or freed
         fix = keyword_fix(w.st, context, "cache_enabled", "False", "pass `cache_enabled=False` to autocast")
         w.hazard(RULE.code, context, "autocast without `cache_enabled=False` inside a capture", fix=fix)
         if inside.graphed_calls:

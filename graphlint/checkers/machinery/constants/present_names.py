@@ -47,7 +47,15 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 
-from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, bound_names, exits, own_expressions, statements
+from graphlint.checkers.machinery.core.names import dotted_parts
+from graphlint.checkers.machinery.core.syntax import (
+    FUNCTION_NODES,
+    bound_names,
+    exits,
+    own_expressions,
+    statements,
+    unquoted_annotation,
+)
 
 NOT_NONE = "<not None>"
 RECEIVERS = frozenset({"self", "cls"})  # never None, and named by most statements: never asked about
@@ -292,29 +300,18 @@ _ADMITS_NONE = frozenset({"Any", "object", "Optional", "None", "NoneType", "Type
 
 def _excludes_none(annotation: ast.expr) -> bool:
     """Whether a value of this annotation is never None (three-valued readings err to False)."""
-    if isinstance(annotation, ast.Constant):
-        if not isinstance(annotation.value, str):
-            return False  # `None`, or a number
-        try:
-            annotation = ast.parse(annotation.value, mode="eval").body  # a forward reference
-        except SyntaxError:
-            return False
-    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
-        return _excludes_none(annotation.left) and _excludes_none(annotation.right)
-    if isinstance(annotation, ast.Subscript):
-        if _last_name(annotation.value) == "Union":
-            parts = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+    node = unquoted_annotation(annotation)  # a forward reference, `"Meta"`
+    if node is None or isinstance(node, ast.Constant):
+        return False  # unparsable, `None`, or a number
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _excludes_none(node.left) and _excludes_none(node.right)
+    if isinstance(node, ast.Subscript):
+        if (dotted_parts(node.value) or [""])[-1] == "Union":
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             return all(map(_excludes_none, parts))
-        return _excludes_none(annotation.value)  # `dict[str, Tensor]`, `Optional[X]` (no)
-    name = _last_name(annotation)
-    return name is not None and name not in _ADMITS_NONE and not (len(name) == 1 and name.isupper())
-
-
-def _last_name(node: ast.expr) -> str | None:
-    """`Name` of `Name` or `module.Name`."""
-    if isinstance(node, ast.Name):
-        return node.id
-    return node.attr if isinstance(node, ast.Attribute) else None
+        return _excludes_none(node.value)  # `dict[str, Tensor]`, `Optional[X]` (no)
+    name = (dotted_parts(node) or [""])[-1]
+    return bool(name) and name not in _ADMITS_NONE and not (len(name) == 1 and name.isupper())
 
 
 def _never_none(value: ast.expr | None) -> bool:

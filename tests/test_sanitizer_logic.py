@@ -272,7 +272,18 @@ def test_graph_pool_memory_finding_is_informational_and_names_both_sizes() -> No
 
     finding = memory_finding(3 << 20, 1 << 19, ("train.py", 12), "Block")
     assert (finding.code, finding.path, finding.line, finding.informational) == ("GL508", "train.py", 12, True)
-    assert "3.0 MiB in its private pool" in finding.message and "give back 0.5 MiB" in finding.message
+    assert "3.0 MiB in its private pool" in finding.message and "give back 512.0 KiB" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [(0, "0 bytes"), (1000, "1000 bytes"), (1536, "1.5 KiB"), (34 << 20, "34.0 MiB"), (3 << 30, "3.0 GiB")],
+)
+def test_graph_pool_sizes_keep_small_outputs_visible(count: int, text: str) -> None:
+    """A training graph frees a few kilobytes of outputs; `0.0 MiB` read as nothing at all."""
+    from graphlint.runtime_sanitizer.analysis.report import byte_size
+
+    assert byte_size(count) == text
 
 
 # -- GL503: a static output kept across replays ------------------------------------------------

@@ -181,13 +181,23 @@ def ordering_findings(snapshot: GraphSnapshot, label: str, where: tuple[str, int
 
 def memory_finding(pool_bytes: int, output_bytes: int, where: tuple[str, int], label: str) -> Finding:
     """GL508 (informational): the graph's private pool, and what outputs from the default pool would free."""
-    mib = 1 << 20
     return rule_finding(
         GRAPH_POOL_MEMORY,
-        f"`{label}` holds {pool_bytes / mib:.1f} MiB in its private pool; a parameterized launch that allocates "
-        f"outputs from the default pool per call would give back {output_bytes / mib:.1f} MiB of it",
+        f"`{label}` holds {byte_size(pool_bytes)} in its private pool; a parameterized launch that allocates "
+        f"outputs from the default pool per call would give back {byte_size(output_bytes)} of it",
         where,
     )
+
+
+def byte_size(count: int) -> str:
+    """``count`` bytes in the largest binary unit that keeps it at 1 or more: a training graph
+    whose outputs are a loss and a few gradients frees kilobytes, which `0.0 MiB` hid."""
+    size = float(count)
+    for unit in ("bytes", "KiB", "MiB"):
+        if size < 1024:
+            return f"{count} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 def state_findings(reason: str, untested: str, where: tuple[str, int]) -> list[Finding]:

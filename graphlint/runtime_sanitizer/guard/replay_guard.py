@@ -96,16 +96,22 @@ class StaleOutputRead(RuntimeError):
 
 
 def collect_before_capture() -> None:
-    """Collect the garbage before a raw `capture_begin`, as `torch.cuda.graph` does before its own.
+    """Collect the garbage before every capture begins, raw or under `torch.cuda.graph`.
 
     A collection destroys any CUDA graph left in a reference cycle (each graph that
-    `make_graphed_callables` builds is one: its autograd Function class holds it), and destroying
-    a graph while a stream captures invalidates the capture (`cudaErrorStreamCaptureInvalidated`,
-    after torch's warning "operation not permitted when stream is capturing (function reset)").
-    Without the guard a capture allocates few Python objects, so a collection seldom falls inside
-    it; under the guard every operation passes through its dispatch modes, which allocate, so one
-    does. Collecting first leaves no such graph to destroy; the collector itself keeps running, so
-    what the capture frees by cycles it frees as it would without the guard.
+    `make_graphed_callables` builds is one: its autograd Function class holds it; so is one kept
+    by an object that refers to itself, like tensordict's `CudaGraphModule` through its bound
+    `_call_func`), and destroying a graph while a stream captures invalidates the capture
+    (`cudaErrorStreamCaptureInvalidated`, after torch's warning "operation not permitted when
+    stream is capturing (function reset)"). Without the guard a capture allocates few Python
+    objects, so a collection seldom falls inside it; under the guard every operation passes
+    through its dispatch modes, which allocate, so one does. `torch.cuda.graph` no longer
+    collects on entry unless `torch.compiler.config.force_cudagraph_gc` is set, so the context
+    manager's captures need this as much as raw ones: on an H100 (torch 2.11), tensordict's
+    `TestCudaGraphs::test_tdmodule`, which drops two graphed modules before capturing a third,
+    failed that way under the sanitizer only. Collecting first leaves no such graph to destroy;
+    the collector itself keeps running, so what the capture frees by cycles it frees as it would
+    without the guard.
     """
     gc.collect()
 
@@ -300,8 +306,7 @@ class ReplayGuard:
 
         @functools.wraps(original_begin)
         def capture_begin(graph, *args, **kwargs):
-            if not guard._managed:
-                collect_before_capture()
+            collect_before_capture()  # `torch.cuda.graph`'s own begin too: it no longer collects
             result = original_begin(graph, *args, **kwargs)
             if not guard._managed:
                 guard._begin_capture(_RawCapture(graph, torch.cuda.current_stream()))

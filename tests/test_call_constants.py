@@ -320,3 +320,41 @@ def capture(x, flag):
     assert [(f["code"], f["line"]) for f in check_json("--select", "GL101", ".", cwd=root)] == [("GL101", 5)]
     report = json.loads(run_cli("captures", "--no-cache", "--format", "json", ".", cwd=root).stdout)
     assert [region.get("pruned_calls", []) for region in report["regions"]] == [[], []]
+
+
+def test_an_assert_on_a_parameter_decides_the_rest_of_its_block(write_tree, monkeypatch) -> None:
+    """vLLM's Kimi vision towers return early on the metadata path, then `assert grid is not None`
+    before their host-side sizing; their encoder graphs pass `grid=None`. A sizing path that
+    cannot pass its assert under the capture is not the graph's; an assert the constant keeps
+    (or one on anything else) decides nothing."""
+    source = """\
+import torch
+
+
+def tower(x, grid=None, *, meta=None):
+    if meta is not None:
+        return x * 2
+    assert grid is not None, "the eager path needs the grid"
+    return x.sum() * len(grid.tolist())       # 8: the assert fails first with grid=None
+
+
+def sized(x, grid=None):
+    assert grid is None or grid.numel() > 0
+    return x.max().item()                     # 13: grid=None passes the assert
+
+
+def checked(x, ready):
+    assert ready
+    return x.min().item()                     # 18: a variable decides nothing
+
+
+def capture(x, meta, ready):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        tower(x, None, meta=meta)
+        sized(x)
+        checked(x, ready)
+    return g
+"""
+    root = write_tree({"tower.py": source})
+    assert _lines(root, monkeypatch) == [13, 18]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from graphlint.checkers.machinery.constants import param_tests
+from graphlint.checkers.machinery.constants.lazy_singletons import builds_singleton
 from graphlint.checkers.machinery.constants.present_names import RECEIVERS, holds, present_names
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.call_naming import CallNaming, hasattr_facts
@@ -441,6 +442,9 @@ class FunctionWalker(FlowState):
             return
         if block.open_capture is not None and _ends_capture_inside(stmt, block.open_capture[0]):
             self._close_capture(stmt, block)  # try: ... finally: g.capture_end()
+        if isinstance(stmt, ast.Assert):  # `assert p is not None`: the rest runs only if it holds
+            self._note_decided(stmt.test, True, block.body[block.body.index(stmt) + 1 :])
+            return
         if not isinstance(stmt, ast.If):
             return
         if self.capturing_guard(stmt.test) is True and exits(stmt.body):
@@ -530,6 +534,8 @@ class FunctionWalker(FlowState):
         else:
             self.duck_attrs = self._duck_saved.pop(id(stmt))
         guard = self.capturing_guard(stmt.test)
+        if guard is None and builds_singleton(stmt, self.node):
+            guard = False  # built by the warm-up, once per process (`lazy_singletons`)
         if guard is not None:
             self.guarded = start.guarded or (not guard if index == 0 else guard)
             if self.guarded and not start.guarded and isinstance(stmt, ast.If):

@@ -17,7 +17,7 @@ EVIDENCE: dict[str, dict[str, int]] = {
     "GL107": {"positives": 5, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL108": {"positives": 11, "labelled": 31, "true": 0, "injected": 0, "found": 0},
     "GL109": {"positives": 7, "labelled": 0, "true": 0, "injected": 0, "found": 0},
-    "GL110": {"positives": 3, "labelled": 0, "true": 0, "injected": 0, "found": 0},
+    "GL110": {"positives": 5, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL111": {"positives": 5, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL112": {"positives": 4, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL113": {"positives": 3, "labelled": 0, "true": 0, "injected": 0, "found": 0},

@@ -13,6 +13,7 @@ import ast
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import TypeGuard
 
 from graphlint.checkers.machinery.core import kinds as T
 from graphlint.checkers.machinery.core.binder import FunctionWalker
@@ -167,7 +168,9 @@ class FileSummarizer:
             # `@torch.compile(mode="reduce-overhead")` on a method: `self.method(...)` replays a graph.
             st.class_attrs[qualname] = dict.fromkeys(self.cudagraph_methods.get(qualname, ()), T_TREE)
             st.summary.classes[qualname] = ClassSummary(qualname, bases, methods, {})
-        # Attribute kinds from `self.x = ...` in every method, __init__ first.
+        # Attribute kinds from `self.x = ...` in every method, __init__ first, and from the
+        # class's own attributes a method assigns (`cls.x = ...`, `Noise.x = ...`: a generator or
+        # stream built lazily once per process).
         for qualname, node in st.class_nodes.items():
             attrs = st.class_attrs[qualname]
             init_first = sorted(
@@ -178,13 +181,14 @@ class FileSummarizer:
                 walker = FunctionWalker(
                     st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False
                 )
+                owners = _own_class_names(node, method)
                 for stmt in statements(method.body):
                     if isinstance(stmt, ast.Assign) and _is_none(stmt.value):
                         continue  # `self.x_t = None` in __init__: the kind comes from what is assigned later
                     if isinstance(stmt, ast.Assign):
                         ty = None
                         for target in stmt.targets:
-                            if is_self_attr(target) and target.attr not in attrs:
+                            if _names_own_attr(target, owners) and target.attr not in attrs:
                                 ty = ty or walker.ty(stmt.value)
                                 if ty is not None:
                                     attrs[target.attr] = ty
@@ -271,3 +275,18 @@ def _classes(body: list[ast.stmt], prefix: str) -> Iterator[tuple[ast.ClassDef, 
             for inner in stmt.body:
                 if isinstance(inner, ast.ClassDef):
                     yield inner, f"{qualname}.{inner.name}"
+
+
+def _own_class_names(node: ast.ClassDef, method: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The names a method of ``node`` reaches the class's own attributes through: `self`, the
+    class's name, and the first parameter of a classmethod (`cls`)."""
+    names = {"self", node.name}
+    params = [*method.args.posonlyargs, *method.args.args]
+    if params and any(dotted_parts(d) == ["classmethod"] for d in method.decorator_list):
+        names.add(params[0].arg)
+    return frozenset(names)
+
+
+def _names_own_attr(target: ast.expr, owners: frozenset[str]) -> TypeGuard[ast.Attribute]:
+    """`self.x`, `cls.x` or `Noise.x` in a method of `Noise`."""
+    return isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in owners

@@ -143,7 +143,7 @@ class FunctionWalker(FlowState):
         self.regions: tuple[int, ...] = ()
         self.guarded = False
         self.graphed_calls = 0
-        self.kinds = ValueKinds(state, self.resolve, self.lookup)
+        self.kinds = ValueKinds(state, self.resolve, self.lookup, class_qualname)
         self.naming = CallNaming(self)
         # The queries flows and detectors ask most, bound once: a pass-through method per call
         # costs about 2% of a cold run (over a million calls on torch's tree).
@@ -273,7 +273,15 @@ class FunctionWalker(FlowState):
         return name in self.globals or (self.is_module and name in self.st.module_assigned)
 
     def generator_registered(self, node: ast.expr) -> bool:
-        return source_text(node) in self.st.registered_generators
+        """Registered with a graph of this file as written here, or, for the class's own
+        attribute read through `cls`, as `Class.attr` (`g.register_generator_state(Noise.gen)`)."""
+        registered = self.st.registered_generators
+        if source_text(node) in registered:
+            return True
+        if not isinstance(node, ast.Attribute):
+            return False
+        owner = self.kinds.class_named(node.value)
+        return owner is not None and f"{owner.rpartition('.')[2]}.{node.attr}" in registered
 
     def is_graphed_module(self, node: ast.expr) -> bool:
         return source_text(node) in self.st.graphed_modules

@@ -55,10 +55,12 @@ class ValueKinds:
         state: ModuleState,
         resolve: Callable[[ast.AST], str | None],
         lookup: Callable[[str], T.Ty | None],
+        owner: str | None = None,
     ) -> None:
         self.st = state
         self.resolve = resolve
         self.lookup = lookup
+        self.owner = owner  # the class whose method this is: what a classmethod's `cls` names
         self.used_as_tensor: set[int] = set()  # value expressions of bindings used as tensors (tensor_uses)
         self._ty_cache: dict[int, T.Ty | None] = {}
 
@@ -206,6 +208,10 @@ class ValueKinds:
         return _as_named(node, self._attribute_kind(node))
 
     def _attribute_kind(self, node: ast.Attribute) -> T.Ty | None:
+        owner = self.class_named(node.value)
+        found = self._class_attr(owner, node.attr) if owner is not None else None
+        if found is not None:  # `cls.generator`, `Noise.generator`: the class's own attribute
+            return found
         base = self.ty(node.value)
         if base is not None:
             if base.kind == T.INSTANCE and base.ref:
@@ -231,6 +237,15 @@ class ValueKinds:
         if name and name.startswith("torch.") and name.split(".")[-1] in _TORCH_DTYPES:
             return T.T_PY
         return None
+
+    def class_named(self, node: ast.expr) -> str | None:
+        """The project class ``node`` names: its name, or `cls` in one of its methods."""
+        if not isinstance(node, ast.Name) or self.lookup(node.id) is not None:
+            return None
+        if node.id == "cls" and self.owner is not None:
+            return self.owner
+        name = self.resolve(node)
+        return name if name is not None and name in self.st.class_attrs else None
 
     def _class_attr(self, class_qualname: str, attr: str) -> T.Ty | None:
         seen = set()

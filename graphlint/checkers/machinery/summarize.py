@@ -26,7 +26,6 @@ from graphlint.checkers.machinery.core.syntax import (
     FUNCTION_NODES,
     all_statements,
     bound_names,
-    is_self_attr,
     module_level_statements,
     statements,
 )
@@ -192,7 +191,11 @@ class FileSummarizer:
                                 ty = ty or walker.ty(stmt.value)
                                 if ty is not None:
                                     attrs[target.attr] = ty
-                    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None and is_self_attr(stmt.target):
+                    elif (
+                        isinstance(stmt, ast.AnnAssign)
+                        and stmt.value is not None
+                        and _names_own_attr(stmt.target, owners)
+                    ):
                         ty = walker.ty(stmt.value) or walker.annotation_ty(stmt.annotation)
                         if ty is not None:
                             attrs.setdefault(stmt.target.attr, ty)

@@ -6,8 +6,9 @@ nested functions drop `<locals>` (`main.f.inner`). It is the graph the findings 
 on (`call_graph.CallGraph`), capture roots left out: every call graphlint resolves is an
 edge, whether or not it is reachable from a capture; calls it cannot resolve are left out,
 never guessed, and so are calls in code no capture runs, which the binder does not record (an
-arm a capture-state test rules out, a process-wide singleton's build). A parameter's call (`fn(x)` in `def run(fn, x)`) is an edge to what the
-callers pass it (the value flow's answer, `value_flow`). A call of a name outside the project
+arm a capture-state test rules out, a process-wide singleton's build). A parameter's call
+(`fn(x)` in `def run(fn, x)`) is an edge to what the callers pass it (the value flow's
+answer, `value_flow`). A call of a name outside the project
 (a builtin, a library function) is an edge to that name as PyCG writes it (`<builtin>.len`,
 `ext.function`): a leaf, since it is not analysed.
 """

@@ -177,28 +177,7 @@ class FileSummarizer:
                 key=lambda item: item.name != "__init__",
             )
             for method in init_first:
-                walker = FunctionWalker(
-                    st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False
-                )
-                owners = _own_class_names(node, method)
-                for stmt in statements(method.body):
-                    if isinstance(stmt, ast.Assign) and _is_none(stmt.value):
-                        continue  # `self.x_t = None` in __init__: the kind comes from what is assigned later
-                    if isinstance(stmt, ast.Assign):
-                        ty = None
-                        for target in stmt.targets:
-                            if _names_own_attr(target, owners) and target.attr not in attrs:
-                                ty = ty or walker.ty(stmt.value)
-                                if ty is not None:
-                                    attrs[target.attr] = ty
-                    elif (
-                        isinstance(stmt, ast.AnnAssign)
-                        and stmt.value is not None
-                        and _names_own_attr(stmt.target, owners)
-                    ):
-                        ty = walker.ty(stmt.value) or walker.annotation_ty(stmt.annotation)
-                        if ty is not None:
-                            attrs.setdefault(stmt.target.attr, ty)
+                _method_attr_kinds(st, qualname, node, method, attrs)
             summary = st.summary.classes[qualname]
             for attr, ty in attrs.items():
                 if ty.kind == T.INSTANCE and ty.ref:
@@ -293,3 +272,30 @@ def _own_class_names(node: ast.ClassDef, method: ast.FunctionDef | ast.AsyncFunc
 def _names_own_attr(target: ast.expr, owners: frozenset[str]) -> TypeGuard[ast.Attribute]:
     """`self.x`, `cls.x` or `Noise.x` in a method of `Noise`."""
     return isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in owners
+
+
+def _method_attr_kinds(
+    st: ModuleState,
+    qualname: str,
+    node: ast.ClassDef,
+    method: ast.FunctionDef | ast.AsyncFunctionDef,
+    attrs: dict[str, T.Ty],
+) -> None:
+    """The kinds ``method`` of class ``node`` gives its attributes, into ``attrs`` (the first
+    assignment seen wins: `__init__` is read first)."""
+    walker = FunctionWalker(st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False)
+    owners = _own_class_names(node, method)
+    for stmt in statements(method.body):
+        if isinstance(stmt, ast.Assign) and _is_none(stmt.value):
+            continue  # `self.x_t = None` in __init__: the kind comes from what is assigned later
+        if isinstance(stmt, ast.Assign):
+            ty = None
+            for target in stmt.targets:
+                if _names_own_attr(target, owners) and target.attr not in attrs:
+                    ty = ty or walker.ty(stmt.value)
+                    if ty is not None:
+                        attrs[target.attr] = ty
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None and _names_own_attr(stmt.target, owners):
+            ty = walker.ty(stmt.value) or walker.annotation_ty(stmt.annotation)
+            if ty is not None:
+                attrs.setdefault(stmt.target.attr, ty)

@@ -13,8 +13,9 @@
 set -o pipefail
 OUT=${1:?usage: gpu-check.sh OUTDIR [STEP ...]}
 shift
+ALL_STEPS=(tests snapshots coverage real peers pytorch-suite gpt-fast megatron)
 STEPS=("$@")
-[ ${#STEPS[@]} -eq 0 ] && STEPS=(tests snapshots coverage real peers pytorch-suite gpt-fast megatron)
+[ ${#STEPS[@]} -eq 0 ] && STEPS=("${ALL_STEPS[@]}")
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD
@@ -79,7 +80,7 @@ for step in "${STEPS[@]}"; do
     echo "== $step"
     "step_$step"
   else
-    echo "gpu-check.sh: no step '$step' (tests snapshots coverage real peers pytorch-suite gpt-fast megatron)" >&2
+    echo "gpu-check.sh: no step '$step' (${ALL_STEPS[*]})" >&2
     exit 2
   fi
 done

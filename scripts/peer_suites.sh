@@ -30,14 +30,16 @@ say() { echo "$*" | tee -a "$SUMMARY"; }
 PEER="$REPO/.peers/$SUITE"
 if [ "$SUITE" = torchrl ]; then
   node=test/compile/test_compile_collectors.py::TestCompile
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-torchrl "$REPO"/.peers/torchrl-wheels/*.whl
-  export PYTHONPATH=/tmp/site-torchrl:$PYTHONPATH
 else
   node=test/compile/test_compile.py::TestCudaGraphs
 fi
 if [ ! -f "$PEER/${node%%::*}" ]; then
   say "$SUITE: SKIPPED: $PEER/${node%%::*} is missing (carry .peers)"
   exit 1
+fi
+if [ "$SUITE" = torchrl ]; then  # its own wheels, apart: installed only once its tests are here
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-torchrl "$REPO"/.peers/torchrl-wheels/*.whl
+  export PYTHONPATH=/tmp/site-torchrl:$PYTHONPATH
 fi
 say "$SUITE tests: $(cat "$PEER/SOURCE.txt" 2>/dev/null)"
 say "versions: $("$PY" -c 'import sys, torch, tensordict, pytest

@@ -26,6 +26,7 @@ from graphlint.checkers.machinery.core.syntax import (
     FUNCTION_NODES,
     all_statements,
     bound_names,
+    is_none,
     module_level_statements,
     statements,
 )
@@ -245,10 +246,6 @@ def _cudagraph_compiled_globals(st: ModuleState, walker: FunctionWalker) -> Iter
                 yield from (t.id for t in stmt.targets if isinstance(t, ast.Name) and t.id in declared)
 
 
-def _is_none(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
-
-
 def _classes(body: list[ast.stmt], prefix: str) -> Iterator[tuple[ast.ClassDef, str]]:
     for stmt in module_level_statements(body):
         if isinstance(stmt, ast.ClassDef):
@@ -286,7 +283,7 @@ def _method_attr_kinds(
     walker = FunctionWalker(st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False)
     owners = _own_class_names(node, method)
     for stmt in statements(method.body):
-        if isinstance(stmt, ast.Assign) and _is_none(stmt.value):
+        if isinstance(stmt, ast.Assign) and is_none(stmt.value):
             continue  # `self.x_t = None` in __init__: the kind comes from what is assigned later
         if isinstance(stmt, ast.Assign):
             ty = None

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 
+from graphlint.checkers.machinery.core.syntax import is_none
+
 
 def builds_singleton(stmt: ast.If, function: ast.AST) -> bool:
     """Whether ``stmt`` is `if <holder> is None:` whose body assigns that holder, the holder
@@ -25,8 +27,7 @@ def builds_singleton(stmt: ast.If, function: ast.AST) -> bool:
         isinstance(test, ast.Compare)
         and len(test.ops) == 1
         and isinstance(test.ops[0], ast.Is)
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
+        and is_none(test.comparators[0])
     ):
         return False
     holder = test.left

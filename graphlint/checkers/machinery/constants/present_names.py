@@ -52,6 +52,7 @@ from graphlint.checkers.machinery.core.syntax import (
     FUNCTION_NODES,
     bound_names,
     exits,
+    is_none,
     own_expressions,
     statements,
     unquoted_annotation,
@@ -271,17 +272,12 @@ def _declared_not_none(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: 
         arg.arg
         for arg in (*positional, *args.kwonlyargs)
         if arg.arg not in lines
-        and not _is_none(defaults.get(arg.arg))
+        and not is_none(defaults.get(arg.arg))
         and arg.annotation is not None
         and _excludes_none(arg.annotation)
     }
     if declared:
         yield from sorted(declared.difference(_compared_with_none(function)))
-
-
-def _is_none(node: ast.expr | None) -> bool:
-    """`None` spelled out (a default, a side of a comparison)."""
-    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _compared_with_none(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -290,7 +286,7 @@ def _compared_with_none(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set
     for node in ast.walk(function):
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             pair = (node.left, node.comparators[0])
-            if any(map(_is_none, pair)):
+            if any(map(is_none, pair)):
                 found.update(side.id for side in pair if isinstance(side, ast.Name))
     return found
 

@@ -220,6 +220,11 @@ def line_of(node: ast.AST) -> int:
     return cast(Located, node).lineno
 
 
+def is_none(node: ast.AST | None) -> bool:
+    """`None` spelled out: a default, an assigned value, a side of a comparison."""
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def is_self_attr(node: ast.AST) -> TypeGuard[ast.Attribute]:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from graphlint.checkers.machinery.core.binder import FunctionWalker
 from graphlint.checkers.machinery.core.names import source_text
-from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, bound_names, walk_no_defs
+from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES, bound_names, is_none, walk_no_defs
 from graphlint.checkers.machinery.flows.stream.stream_flow import MAIN
 from graphlint.findings import Fix
 from graphlint.fixing.ops import InsertStatementAfter
@@ -195,9 +195,7 @@ def _may_be_none(w: FunctionWalker, name: str, tests: list[ast.expr], line: int)
     for target, value in _assignments(w):
         if target == name:
             sources.add(source_text(value))
-            none = _is_none(value) or (
-                isinstance(value, ast.IfExp) and (_is_none(value.body) or _is_none(value.orelse))
-            )
+            none = is_none(value) or (isinstance(value, ast.IfExp) and (is_none(value.body) or is_none(value.orelse)))
             if none and value.lineno <= line:
                 return True
     if _parameter_may_be_none(w.node, name):
@@ -212,11 +210,7 @@ def _tests_name(test: ast.expr, name: str) -> bool:
 
 def _none_compare(node: ast.Compare, name: str) -> bool:
     sides = [node.left, *node.comparators]
-    return any(source_text(side) == name for side in sides) and any(_is_none(side) for side in sides)
-
-
-def _is_none(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
+    return any(source_text(side) == name for side in sides) and any(is_none(side) for side in sides)
 
 
 def _parameter_may_be_none(function: ast.AST, name: str) -> bool:
@@ -233,7 +227,7 @@ def _parameter_may_be_none(function: ast.AST, name: str) -> bool:
             continue
         default = defaults.get(argument.arg)
         annotation = source_text(argument.annotation) if argument.annotation is not None else ""
-        return (default is not None and _is_none(default)) or "None" in annotation or "Optional" in annotation
+        return (default is not None and is_none(default)) or "None" in annotation or "Optional" in annotation
     return False
 
 
@@ -243,7 +237,7 @@ def _class_sets_none(w: FunctionWalker, attributes: set[str]) -> bool:
     if cls is None:
         return False
     for node in ast.walk(cls):
-        if isinstance(node, ast.Assign) and _is_none(node.value):
+        if isinstance(node, ast.Assign) and is_none(node.value):
             for target in node.targets:
                 text = source_text(target)
                 if text in attributes or (text.startswith("self.") and text[len("self.") :] in attributes):

@@ -13,7 +13,7 @@
 set -o pipefail
 OUT=${1:?usage: gpu-check.sh OUTDIR [STEP ...]}
 shift
-ALL_STEPS=(tests snapshots coverage real peers pytorch-suite gpt-fast megatron)
+ALL_STEPS=(tests snapshots coverage real peers pytorch-suite gpt-fast megatron hf)
 STEPS=("$@")
 [ ${#STEPS[@]} -eq 0 ] && STEPS=("${ALL_STEPS[@]}")
 mkdir -p "$OUT"
@@ -73,6 +73,13 @@ step_megatron() {
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .peers/megatron/megatron_core-*.whl
   bash scripts/check_megatron_local.sh "$OUT/megatron" || echo "check_megatron_local.sh exited $?"
   rm -f "$OUT"/megatron/*.pt
+}
+
+# Hugging Face generate() with a static cache and reduce-overhead (issue 32): transformers is
+# installed on the GPU machine; the model is built from a config with random weights.
+step_hf() {
+  bash scripts/check_hf_generate.sh "$OUT/hf" || echo "check_hf_generate.sh exited $?"
+  rm -f "$OUT"/hf/*.pt
 }
 
 for step in "${STEPS[@]}"; do

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import sys
 import weakref
 from collections.abc import Iterator
@@ -60,6 +59,7 @@ from graphlint.runtime_sanitizer.analysis.report import ordering_findings, refus
 from graphlint.runtime_sanitizer.capture.plain_capture import CaptureOrdering, Refused
 from graphlint.runtime_sanitizer.guard.accelerator_graphs import REASON as ACCELERATOR_REASON
 from graphlint.runtime_sanitizer.guard.accelerator_graphs import AcceleratorGraphWatch
+from graphlint.runtime_sanitizer.guard.collector_pause import CollectorPause
 from graphlint.runtime_sanitizer.guard.coverage_watch import CoverageWatch
 from graphlint.runtime_sanitizer.guard.dispatch_modes import CaptureRecorder, HandleWatch
 from graphlint.runtime_sanitizer.guard.eager_compare import EagerCompare
@@ -95,27 +95,6 @@ class StaleOutputRead(RuntimeError):
     """Raised in `mode="raise"` when a stale output handle is read (GL503)."""
 
 
-def collect_before_capture() -> None:
-    """Collect the garbage before every capture begins, raw or under `torch.cuda.graph`.
-
-    A collection destroys any CUDA graph left in a reference cycle (each graph that
-    `make_graphed_callables` builds is one: its autograd Function class holds it; so is one kept
-    by an object that refers to itself, like tensordict's `CudaGraphModule` through its bound
-    `_call_func`), and destroying a graph while a stream captures invalidates the capture
-    (`cudaErrorStreamCaptureInvalidated`, after torch's warning "operation not permitted when
-    stream is capturing (function reset)"). Without the guard a capture allocates few Python
-    objects, so a collection seldom falls inside it; under the guard every operation passes
-    through its dispatch modes, which allocate, so one does. `torch.cuda.graph` no longer
-    collects on entry unless `torch.compiler.config.force_cudagraph_gc` is set, so the context
-    manager's captures need this as much as raw ones: on an H100 (torch 2.11), tensordict's
-    `TestCudaGraphs::test_tdmodule`, which drops two graphed modules before capturing a third,
-    failed that way under the sanitizer only. Collecting first leaves no such graph to destroy;
-    the collector itself keeps running, so what the capture frees by cycles it frees as it would
-    without the guard.
-    """
-    gc.collect()
-
-
 class ReplayGuard:
     def __init__(
         self,
@@ -143,6 +122,7 @@ class ReplayGuard:
         self._grad_alias = GradAliasTracker()
         self._backward_sites: list[tuple[str, int]] = []  # the user lines of the backward() calls running
         self._pools = PoolWatch()  # GL510: graphs sharing a memory pool
+        self._collector = CollectorPause()  # no collection inside a capture
         self._accelerator = AcceleratorGraphWatch(self._accelerator_capture, lambda: self._captures_ended)
         self._captures_ended = 0  # captures this guard saw end (an accelerator graph it saw is not refused)
         # torch's lifecycle hooks where it has them (`lifecycle_hooks`), else its entry points patched
@@ -238,6 +218,7 @@ class ReplayGuard:
             self._restore_entry_points(torch)
             torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables = self._saved["graphed"]
             self._pools.uninstall()
+            self._collector.release()
             self._accelerator.uninstall()
             if self.poison is not None:
                 self.poison.uninstall(torch)
@@ -306,8 +287,12 @@ class ReplayGuard:
 
         @functools.wraps(original_begin)
         def capture_begin(graph, *args, **kwargs):
-            collect_before_capture()  # `torch.cuda.graph`'s own begin too: it no longer collects
-            result = original_begin(graph, *args, **kwargs)
+            guard._collector.begin()  # `torch.cuda.graph`'s own begin too (`collector_pause`)
+            try:
+                result = original_begin(graph, *args, **kwargs)
+            except BaseException:
+                guard._collector.end()
+                raise
             if not guard._managed:
                 guard._begin_capture(_RawCapture(graph, torch.cuda.current_stream()))
             return result
@@ -320,7 +305,10 @@ class ReplayGuard:
                 and getattr(guard._capturing[-1][0], "cuda_graph", None) is graph
             ):
                 guard._end_capture(guard._capturing[-1][0])
-            return original_end(graph, *args, **kwargs)
+            try:
+                return original_end(graph, *args, **kwargs)
+            finally:
+                guard._collector.end()
 
         torch.cuda.CUDAGraph.capture_begin = capture_begin  # type: ignore[method-assign]
         torch.cuda.CUDAGraph.capture_end = capture_end  # type: ignore[method-assign]

@@ -167,3 +167,30 @@ def test_an_accelerator_graph_the_hooks_showed_is_not_refused(
         guard.uninstall()
     assert not any("torch.accelerator.Graph" in reason for _, reason in guard.graphs.refused)
     assert id(inner) in guard._graphs
+
+
+def test_the_collector_is_paused_from_a_hooked_start_to_its_end_even_when_the_end_never_comes(
+    hooks: dict[str, _Registrar],
+) -> None:
+    """As on the patched path (`collector_pause`): no collection inside a capture, where it could
+    destroy a graph left in a cycle and invalidate the capture; a block that raised before its
+    end (no end hook) leaves one pause for its stream, given back by the next end or uninstall."""
+    import gc
+
+    assert gc.isenabled()
+    guard = ReplayGuard().install()
+    try:
+        _fire(hooks[CAPTURE_START], _Graph())
+        assert not gc.isenabled()
+        _fire(hooks[CAPTURE_END], _Graph())
+        assert gc.isenabled()
+        _fire(hooks[CAPTURE_START], _Graph())  # its block raised: no end hook
+        _capture(hooks, _Graph())  # the next capture on that stream ends
+        assert gc.isenabled()
+        _fire(hooks[CAPTURE_START], _Graph())  # raised, then the sanitizer leaves
+        assert not gc.isenabled()
+    finally:
+        guard.uninstall()
+        enabled = gc.isenabled()
+        gc.enable()
+    assert enabled

@@ -1,5 +1,5 @@
-"""No garbage collection falls inside a capture under the replay guard, raw or not; the garbage
-is collected once the capture ends.
+"""No garbage collection falls inside a capture under the replay guard, raw or not; the young
+garbage is collected once the capture ends.
 
 Seen on an H100 (stop 55): a test capturing with `g.capture_begin()` passed alone and failed
 after an earlier test had built graphs with `make_graphed_callables` (each is held in a reference

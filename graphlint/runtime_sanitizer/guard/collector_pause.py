@@ -1,4 +1,5 @@
-"""Python's cyclic garbage collector held off while a stream captures, and run once it ends.
+"""Python's cyclic garbage collector held off while a stream captures; the young generations
+collected once it ends.
 
 A collection destroys any CUDA graph left in a reference cycle (each graph that
 `make_graphed_callables` builds is one: its autograd Function class holds it; so is one kept by

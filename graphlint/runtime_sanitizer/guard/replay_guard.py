@@ -95,6 +95,11 @@ class StaleOutputRead(RuntimeError):
     """Raised in `mode="raise"` when a stale output handle is read (GL503)."""
 
 
+def _stream_key(stream: Any) -> int:
+    """A stream's identity across its Python wrappers (`current_stream()` makes a new one each call)."""
+    return getattr(stream, "cuda_stream", id(stream))
+
+
 class ReplayGuard:
     def __init__(
         self,
@@ -259,13 +264,13 @@ class ReplayGuard:
         """A hooked capture began on ``stream`` (`collector_pause`); the start hook runs with the
         capture live, so a collection could have fallen before it, not after. A stream whose last
         capture never ended (no end hook) paused it already: one pause per stream."""
-        key = getattr(stream, "cuda_stream", id(stream))
+        key = _stream_key(stream)
         if key not in self._hook_paused:
             self._hook_paused.add(key)
             self._collector.begin()
 
     def _resume_collector(self, stream: Any) -> None:
-        key = getattr(stream, "cuda_stream", id(stream))
+        key = _stream_key(stream)
         if key in self._hook_paused:
             self._hook_paused.discard(key)
             self._collector.end()

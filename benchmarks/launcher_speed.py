@@ -4,7 +4,8 @@ One process, side by side (every variant's calls interleaved), for MLPs of sever
 (SDPA) and a torch.compile'd function: per-call GPU latency
 (median of CUDA-event timings from an idle device, which counts the host's work before the first
 launch too), per-call GPU busy time (the device's own time per call, with the host's out of the
-way: `busy`), per-call CPU time (median of perf_counter around the call),
+way: `busy`), per-call CPU time (median of perf_counter around the call; and the thread's own
+CPU time per call while calls queue behind a spin, `host_us`),
 peak memory during the calls, the graph pool's size, and the patch cost against the number of
 patched nodes, for the launcher's default (``updates="auto"``) and host-side updates. Writes JSON with the device and versions, prints a Markdown table.
 
@@ -63,13 +64,17 @@ def _spin_cycles_per_us() -> float:
     return _cycles_per_us[0]
 
 
-def busy(call, inputs_pool, offset: int = 0) -> float | None:
-    """GPU microseconds per call with the host out of the way. A spin kernel holds the device
-    while the host queues BUSY_CALLS calls; the events then time only what the calls themselves
-    put on the device back to back (kernels, copies, the re-upload a host-side update costs at
-    the next launch), as in a pipeline where the host runs ahead. `_timed`'s latency from an
-    idle device also counts the host's work before the first launch, which the CPU column
-    already measures. None when the spin ended before every call was queued, four times over
+def busy(call, inputs_pool, offset: int = 0) -> tuple[float, float] | None:
+    """GPU microseconds per call with the host out of the way, and the host's CPU microseconds
+    per call while it queues them. A spin kernel holds the device while the host queues
+    BUSY_CALLS calls; the events then time only what the calls themselves put on the device back
+    to back (kernels, copies, the re-upload a host-side update costs at the next launch), as in a
+    pipeline where the host runs ahead. `_timed`'s latency from an idle device also counts the
+    host's work before the first launch. The host's share is the thread's own CPU time
+    (`time.thread_time_ns`) over the queued calls: no call waits on the device, and time the
+    thread spent descheduled is not counted, so it is the host work a call costs, not the wall
+    clock of a shared machine (per-call `perf_counter` medians moved by up to 4x between runs of
+    one model, issue #34). None when the spin ended before every call was queued, four times over
     (a call that synchronises with the device, or a host slower than any spin tried)."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     spin_us = 500.0
@@ -77,15 +82,15 @@ def busy(call, inputs_pool, offset: int = 0) -> float | None:
         torch.cuda.synchronize()
         torch.cuda._sleep(int(spin_us * _spin_cycles_per_us()))
         start.record()
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.thread_time_ns()
         for i in range(BUSY_CALLS):
             call(inputs_pool[(offset + i) % len(inputs_pool)])
         queued = not start.query()  # still spinning: no call began before all were queued
-        host_us = (time.perf_counter() - t0) * 1e6
+        host_us, cpu_ns = (time.perf_counter() - t0) * 1e6, time.thread_time_ns() - cpu0
         end.record()
         end.synchronize()
         if queued:
-            return start.elapsed_time(end) * 1000 / BUSY_CALLS
+            return start.elapsed_time(end) * 1000 / BUSY_CALLS, cpu_ns / 1e3 / BUSY_CALLS
         spin_us = max(4 * spin_us, 2 * host_us)
     return None
 
@@ -116,14 +121,15 @@ def measure(calls: dict, inputs_pool) -> dict:
             samples[name][1].append(cpu)
     for name, (gpu, cpu) in samples.items():
         result[name].update(gpu_us=round(statistics.median(gpu), 1), cpu_us=round(statistics.median(cpu), 1))
-    busy_samples: dict[str, list[float]] = {name: [] for name in calls}
+    busy_samples: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}
     for i in range(BUSY_ROUNDS):
         for name in names[i % len(names) :] + names[: i % len(names)]:
             sample = busy(calls[name], inputs_pool, offset=i)
             if sample is not None:
                 busy_samples[name].append(sample)
     for name, found in busy_samples.items():
-        result[name]["busy_us"] = round(statistics.median(found), 1) if found else None
+        result[name]["busy_us"] = round(statistics.median(g for g, _ in found), 1) if found else None
+        result[name]["host_us"] = round(statistics.median(h for _, h in found), 1) if found else None
     return result
 
 

@@ -279,6 +279,8 @@ def costs(build, make_inputs, dtype, batch: int = 2) -> dict:
         "launcher_gpu_us": timed["launcher"]["gpu_us"],
         "launcher_cpu_us": timed["launcher"]["cpu_us"],
         "launcher_busy_us": timed["launcher"]["busy_us"],
+        "copy_host_us": timed["copy"]["host_us"],
+        "launcher_host_us": timed["launcher"]["host_us"],
         "copy_pool_mib": copy_pool,
         "launcher_pool_mib": launcher_pool,
         # what each path holds while the graph lives: its pool and the static inputs it keeps

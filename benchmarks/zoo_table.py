@@ -23,6 +23,8 @@ TIMES = (
     "copy_cpu_us",
     "launcher_busy_us",
     "copy_busy_us",
+    "launcher_host_us",
+    "copy_host_us",
     "launcher_pool_mib",
     "copy_pool_mib",
     "launcher_held_mib",
@@ -31,9 +33,10 @@ TIMES = (
 
 COLUMNS = (
     "| model | dtype | result | equal to eager | patched nodes | held MiB (launcher / copy) "
-    "| GPU latency us (launcher / copy) | GPU busy us (launcher / copy) | CPU us (launcher / copy) |"
+    "| GPU latency us (launcher / copy) | GPU busy us (launcher / copy) | CPU us (launcher / copy) "
+    "| CPU thread us, queued (launcher / copy) |"
 )
-RULE = "|---|---|---|---|---:|---|---|---|---|"
+RULE = "|---|---|---|---|---:|---|---|---|---|---|"
 
 
 def merged(paths: list[str], untimed: list[str]) -> dict[str, dict]:
@@ -81,7 +84,8 @@ def line(key: str, row: dict) -> str:
     return (
         f"| {model} | {dtype} | {verdict(row)} | {equal} | {row.get('patched_nodes', '-')} "
         f"| {pair('launcher_held_mib', 'copy_held_mib')} | {pair('launcher_gpu_us', 'copy_gpu_us')} "
-        f"| {pair('launcher_busy_us', 'copy_busy_us')} | {pair('launcher_cpu_us', 'copy_cpu_us')} |"
+        f"| {pair('launcher_busy_us', 'copy_busy_us')} | {pair('launcher_cpu_us', 'copy_cpu_us')} "
+        f"| {pair('launcher_host_us', 'copy_host_us')} |"
     )
 
 
@@ -105,6 +109,7 @@ def summary(rows: dict[str, dict]) -> list[str]:
             ("GPU latency from an idle device", "launcher_gpu_us", "copy_gpu_us"),
             ("GPU busy time", "launcher_busy_us", "copy_busy_us"),
             ("CPU time", "launcher_cpu_us", "copy_cpu_us"),
+            ("CPU time of the calling thread, calls queued", "launcher_host_us", "copy_host_us"),
         ):
             ratios = [r[mine] / r[theirs] for r in timed if r.get(mine) and r.get(theirs)]
             if ratios:

@@ -24,6 +24,8 @@ def _times(launcher: float, copy: float) -> dict:
         "copy_busy_us": copy + 1,
         "launcher_cpu_us": 10.0,
         "copy_cpu_us": 12.0,
+        "launcher_host_us": 8.0,  # the thread's CPU time per call, calls queued behind a spin
+        "copy_host_us": 9.5,
         "launcher_pool_mib": 24.0,
         "copy_pool_mib": 26.0,  # a first capture's pool can be larger: not counted as saved
         "launcher_held_mib": 24.0,
@@ -54,18 +56,21 @@ def test_a_timed_only_run_replaces_times_and_keeps_verdicts(tmp_path: Path) -> N
     summary = "\n".join(zoo_table.summary(rows))
     assert "GPU latency from an idle device: 1 of 1" in summary
     assert "GPU busy time: 1 of 1" in summary
+    assert "CPU time of the calling thread, calls queued: 1 of 1, median 0.842" in summary
     assert "fewer static input bytes in 1 of 1 rows, 1.50 MiB less" in summary
-    assert "| m.a | float32 | pass | bit for bit 3/3 | 2 | 24.0 / 27.5 | 95.0 / 100.0 | 94.0 / 101.0 |" in (
-        zoo_table.line("m.a[float32]", rows["m.a[float32]"])
-    )
+    assert (
+        "| m.a | float32 | pass | bit for bit 3/3 | 2 | 24.0 / 27.5 | 95.0 / 100.0 | 94.0 / 101.0 "
+        "| 10.0 / 12.0 | 8.0 / 9.5 |"
+    ) in zoo_table.line("m.a[float32]", rows["m.a[float32]"])
 
 
-def test_rows_timed_before_the_busy_clock_show_a_dash(tmp_path: Path) -> None:
+def test_rows_timed_before_the_busy_and_thread_clocks_show_a_dash(tmp_path: Path) -> None:
     old = {"pass": True, "bit_identical": "3/3", "launcher_gpu_us": 5.0, "copy_gpu_us": 4.0}
     old.update(launcher_cpu_us=1.0, copy_cpu_us=2.0)
     rows = zoo_table.merged([_write(tmp_path / "old.json", {"m.a[bfloat16]": old})], [])
-    assert "| 5.0 / 4.0 | - | 1.0 / 2.0 |" in zoo_table.line("m.a[bfloat16]", rows["m.a[bfloat16]"])
-    assert "GPU busy time" not in "\n".join(zoo_table.summary(rows))
+    assert zoo_table.line("m.a[bfloat16]", rows["m.a[bfloat16]"]).endswith("| 5.0 / 4.0 | - | 1.0 / 2.0 | - |")
+    summary = "\n".join(zoo_table.summary(rows))
+    assert "GPU busy time" not in summary and "calling thread" not in summary
 
 
 def test_retimed_rows_are_those_of_every_costs_only_run_not_only_the_last(tmp_path: Path) -> None:

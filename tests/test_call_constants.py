@@ -358,3 +358,50 @@ def capture(x, meta, ready):
 """
     root = write_tree({"tower.py": source})
     assert _lines(root, monkeypatch) == [13, 18]
+
+
+THROUGH_A_PARAMETER = """\
+import torch
+
+
+class Backend:
+    def init_out(self, batch, in_capture=False):
+        if in_capture:
+            batch.sum().item()                # 7
+        return batch
+
+
+class Glue:
+    def run(self, backend, batch):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            backend.init_out(batch)
+        return g
+
+
+def serve(batch):
+    Glue().run(Backend(), batch)
+"""
+
+
+def test_a_default_no_argument_can_reach_decides_a_call_through_a_value(write_tree) -> None:
+    """SGLang's metadata glue graph captures `attn_backend.init_forward_metadata_out_graph(fb_view)`:
+    whether `self` is bound or passed, one argument cannot reach `in_capture`, so it is False."""
+    root = write_tree({"glue.py": THROUGH_A_PARAMETER})
+    select = ("--follow-values", "--select", "GL101", ".")
+    assert [f["line"] for f in check_json(*select, cwd=root)] == []
+    # The nearest look-alike: a second argument may be `in_capture` (a bound call) or `batch` (a
+    # class's function called with the instance first): the default is not known to hold.
+    root = write_tree({"glue.py": THROUGH_A_PARAMETER.replace("backend.init_out(batch)", "backend.init_out(batch, 0)")})
+    assert [f["line"] for f in check_json(*select, cwd=root)] == [7]
+
+
+def test_a_partial_of_the_callee_may_pass_what_the_call_does_not_show(write_tree) -> None:
+    """`functools.partial(backend.init_out, in_capture=True)` called with one argument: the
+    partial passed `in_capture`, so its default is not what the capture runs with."""
+    partial = THROUGH_A_PARAMETER.replace("            backend.init_out(batch)", "            backend(batch)").replace(
+        "    Glue().run(Backend(), batch)",
+        "    import functools\n\n    Glue().run(functools.partial(Backend().init_out, in_capture=True), batch)",
+    )
+    root = write_tree({"glue.py": partial})
+    assert [f["line"] for f in check_json("--follow-values", "--select", "GL101", ".", cwd=root)] == [7]

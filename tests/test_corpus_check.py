@@ -101,6 +101,32 @@ def test_committed_labels_are_valid_and_cover_their_manifest() -> None:
     assert {label["reader"] for label in second.values()}.isdisjoint({label["reader"] for label in labels.values()})
 
 
+def test_values_labels_without_a_column_match_their_line_and_a_values_run_reports_precision_only(
+    tmp_path: Path,
+) -> None:
+    """`--values` reads the labels of what the value reach adds; some were written before labels
+    kept the column. Its default-set precision is reported, not held to the floor (#30)."""
+    old = {key: value for key, value in _label(4, "false", "GL101").items() if key != "column"}
+    path = tmp_path / "values.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    labels = corpus.load_labels(path, any_column=True)
+    outcome = corpus.Outcome(PKG, findings=[_finding(4, "GL101", column=9), _finding(5, "GL101", column=1)])
+    comparison = corpus.compare([outcome], {**labels, **_labels(_label(5, "true", "GL101", column=1))})
+    assert not comparison.unlabelled and not comparison.gone_false
+    assert corpus.default_set_precision(comparison.verdicts, set()) == (1, 2)
+    assert any("below 90%" in p for p in corpus.failures([outcome], comparison, set(), {}))
+    assert not corpus.failures([outcome], comparison, set(), {}, floor=False)
+
+
+def test_committed_values_labels_are_valid_and_read_once() -> None:
+    labels = corpus.values_labels()  # raises on a finding labelled in both files
+    added = corpus.load_labels(corpus.VALUES_LABELS, any_column=True)
+    assert added and set(added) <= set(labels)
+    assert all(label["verdict"] == "true" or label["cause"] for label in added.values()), (
+        "a false label names its cause"
+    )
+
+
 def test_injection_goes_after_its_anchor_with_the_right_indentation() -> None:
     source = "def f(x):\n    y = x + 1\n    return y\n"
     injection = corpus.Injection("i", "demo", "m.py", "y = x + 1", "z = y.item()", "GL101", "why")

@@ -12,10 +12,15 @@ constants decide against is not in any capture.
 
 Parameter positions are only read where the call's binding of `self` is certain: a function,
 a bound method (`obj.m(...)`, `super().m(...)`) or an instance called (`model(x)`). A call
-through a value or a parameter (`fn(x)`) could be an unbound method taking `self` first, so
-only its keywords count. A call that spreads `*args` or `**kwargs` leaves every parameter it
-does not name unknown. The constants of a function captured whole (`make_graphed_callables`,
-`torch.compile`) are unknown: its caller is the user's.
+through a value or a parameter (`fn(x)`) could be an unbound method taking `self` first, so its
+positions are not matched; but its keywords are, and so is the default of every parameter past
+the positions its arguments could fill (`params` leaves `self` out: past the arguments' count),
+bound or not. SGLang's metadata glue graph captures
+`attn_backend.init_forward_metadata_out_graph(fb_view)`, whose `in_capture=False` one argument
+cannot reach. Not for a function that a `functools.partial` wraps anywhere in the project: the
+partial's own arguments come first. A call that spreads `*args` or `**kwargs` leaves every
+parameter it does not name unknown. The constants of a function captured whole
+(`make_graphed_callables`, `torch.compile`) are unknown: its caller is the user's.
 """
 
 from __future__ import annotations
@@ -54,9 +59,15 @@ class Pruned:
 class CallConstants:
     """Constants along the capture reach, read from the call sites that enter each function."""
 
-    def __init__(self, functions: dict[str, tuple[str, FunctionSummary]], classes: Collection[str]) -> None:
+    def __init__(
+        self,
+        functions: dict[str, tuple[str, FunctionSummary]],
+        classes: Collection[str],
+        partialled: Collection[str] = frozenset(),
+    ) -> None:
         self.functions = functions
         self.classes = classes  # class qualnames: a function inside one is a method
+        self.partialled = partialled  # functions a `functools.partial` wraps (`ValueFlow.partialled`)
         self._spans: dict[int, _Spans] = {}  # id of a function summary -> its decided spans, indexed
 
     def entered(self, call: CallRef | None, callee: str, caller: Constants) -> Constants:
@@ -78,8 +89,11 @@ class CallConstants:
                 value = given[param]
             elif index < positional:
                 value = given.get(str(index), "") if by_position else ""
-            elif not spread and by_position:
-                value = function.param_defaults.get(param, "")  # not passed: its default
+            elif not spread and (by_position or callee not in self.partialled):
+                # not passed: its default. `params` leaves `self` out, so the arguments fill at
+                # most its first `positional`, whether `self` is bound or passed among them; a
+                # partial of the callee may have passed more than the site shows.
+                value = function.param_defaults.get(param, "")
             else:
                 value = ""  # unknown: spread, or positions not certain
             if value[:1] == "@":

@@ -107,7 +107,7 @@ class CallGraph:
 
     def __init__(self, resolver: Resolver, log: ErrorLog) -> None:
         contexts = CallContexts(resolver.flow, resolver.functions) if resolver.flow.solved else None
-        constants = CallConstants(resolver.functions, resolver.classes)
+        constants = CallConstants(resolver.functions, resolver.classes, frozenset(resolver.flow.partialled))
         devices = DeviceModules(resolver.functions, resolver.summaries)
         seeds = _seeds(resolver, contexts, constants, devices, log)
         import networkx

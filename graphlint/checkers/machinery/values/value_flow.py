@@ -102,6 +102,7 @@ class ValueFlow:
         self._stored = self._stored_names(facts)
         self._static: dict[str, frozenset[str]] = {}  # names whose value no fact can change
         self._guarded: dict[str, list[tuple[str, tuple]]] = {}  # function -> its guarded returns (`return_guards`)
+        self.partialled: set[str] = set()  # functions a `functools.partial` wraps (`call_constants`)
         self._eval: dict[str, Callable[[tuple], set[str] | frozenset[str]]] = {
             "v": lambda e: self._read(e[1]),
             "g": lambda e: self._global(e[1]),
@@ -694,6 +695,7 @@ class ValueFlow:
             target, shift = self._target(value, set())
             if target is not None and value[0] != "!" and value not in self.names.classes:
                 self._bind(target, shift, positional, keywords)
+                self.partialled.add(target)
         return functions
 
     def _container_read(self, expr: tuple) -> set[str]:

@@ -26,12 +26,13 @@ row" (torch/cuda/graphs.py), and vLLM 0.33 disables the collector around its bul
 because "a gc cycle during stream capture can invalidate the captured graph"
 (vllm/utils/gc_utils.py): the guard does what they do.
 
-Why the young generations are collected at the end: paused, every object the capture made
-stays young, and the first collections after it would sweep them all at some later
-allocation, perhaps between two replays the program launches close together (PyTorch's
-`test_graph_concurrent_replay` races its two replays against a 1 ms spin, and lost the race
-in the whole suite with the collector paused and nothing collected after). Collecting
-generations 0 and 1 as the capture ends costs what the capture allocated, not the whole heap.
+Why the young generations are collected at the end: paused, every object the capture made stays
+young, and the first collections after it would sweep them all at some later allocation, perhaps
+between two replays the program launches close together (PyTorch's
+`test_graph_concurrent_replay` races its two replays against a million-cycle spin kernel, about
+half a millisecond, and lost the race in the whole suite with the collector paused and nothing
+collected after). Collecting generations 0 and 1 as the capture ends costs what the capture
+allocated, not the whole heap.
 """
 
 from __future__ import annotations

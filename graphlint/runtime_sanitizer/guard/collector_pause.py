@@ -48,6 +48,7 @@ class CollectorPause:
     def __init__(self) -> None:
         self._depth = 0
         self._was_enabled = False
+        self._streams: set[int] = set()  # streams a hooked capture paused for (`begin_on`)
 
     def begin(self) -> None:
         """A capture is about to begin: no collection until it ends."""
@@ -66,8 +67,23 @@ class CollectorPause:
             gc.enable()
             gc.collect(YOUNG)
 
+    def begin_on(self, stream: int) -> None:
+        """A capture seen by its start only (torch's lifecycle hook) began on ``stream``. A
+        stream whose last capture never ended (its block raised: no end hook) paused already:
+        one pause per stream, given back by that stream's next end."""
+        if stream not in self._streams:
+            self._streams.add(stream)
+            self.begin()
+
+    def end_on(self, stream: int) -> None:
+        """A capture on ``stream`` ended (torch's end hook)."""
+        if stream in self._streams:
+            self._streams.discard(stream)
+            self.end()
+
     def release(self) -> None:
         """The guard is leaving with a capture never ended: the collector as the program had it."""
         if self._depth and self._was_enabled:
             gc.enable()
         self._depth = 0
+        self._streams.clear()

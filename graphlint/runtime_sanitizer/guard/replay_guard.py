@@ -128,7 +128,6 @@ class ReplayGuard:
         self._backward_sites: list[tuple[str, int]] = []  # the user lines of the backward() calls running
         self._pools = PoolWatch()  # GL510: graphs sharing a memory pool
         self._collector = CollectorPause()  # no collection inside a capture
-        self._hook_paused: set[int] = set()  # streams whose hooked capture paused it (one each)
         self._accelerator = AcceleratorGraphWatch(self._accelerator_capture, lambda: self._captures_ended)
         self._captures_ended = 0  # captures this guard saw end (an accelerator graph it saw is not refused)
         # torch's lifecycle hooks where it has them (`lifecycle_hooks`), else its entry points patched
@@ -225,7 +224,6 @@ class ReplayGuard:
             torch.cuda.make_graphed_callables, torch.cuda.graphs.make_graphed_callables = self._saved["graphed"]
             self._pools.uninstall()
             self._collector.release()
-            self._hook_paused.clear()
             self._accelerator.uninstall()
             if self.poison is not None:
                 self.poison.uninstall(torch)
@@ -249,7 +247,7 @@ class ReplayGuard:
 
         stream = torch.cuda.current_stream()
         self._abandon_captures(stream)  # a stream captures one graph at a time
-        self._pause_collector(stream)
+        self._collector.begin_on(_stream_key(stream))  # live already: no later collection falls in it
         self._begin_capture(_RawCapture(graph, stream, hooked=True))
 
     def _hooked_capture_end(self, graph: Any) -> None:
@@ -258,22 +256,7 @@ class ReplayGuard:
 
         if self._capturing and getattr(self._capturing[-1][0], "cuda_graph", None) is graph:
             self._end_capture(self._capturing[-1][0])
-        self._resume_collector(torch.cuda.current_stream())
-
-    def _pause_collector(self, stream: Any) -> None:
-        """A hooked capture began on ``stream`` (`collector_pause`); the start hook runs with the
-        capture live, so a collection could have fallen before it, not after. A stream whose last
-        capture never ended (no end hook) paused it already: one pause per stream."""
-        key = _stream_key(stream)
-        if key not in self._hook_paused:
-            self._hook_paused.add(key)
-            self._collector.begin()
-
-    def _resume_collector(self, stream: Any) -> None:
-        key = _stream_key(stream)
-        if key in self._hook_paused:
-            self._hook_paused.discard(key)
-            self._collector.end()
+        self._collector.end_on(_stream_key(torch.cuda.current_stream()))
 
     def _wrap_graphed(self, torch: Any) -> None:
         """`make_graphed_callables`: analysed as a whole, and the grads it may alias watched (GL509)."""

@@ -67,6 +67,25 @@ def test_warm_run_reuses_every_summary_and_a_change_reparses_one(tmp_path: Path,
     assert [site.path for site in findings[0].call_path] == ["./main.py"]
 
 
+def test_a_change_reparses_one_file_when_another_holds_a_duck_typed_call(tmp_path: Path, monkeypatch) -> None:
+    """Every kind of call a summary holds is stored: a project with one `hasattr`-checked call
+    (a `DuckCall`) kept no summary at all, so each edit re-analysed every file."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "layers.py").write_text(
+        "class Linear:\n    def backward_dw(self):\n        return None\n\n\n"
+        "def finish(modules):\n    for module in modules:\n"
+        "        if hasattr(module, 'backward_dw'):\n            module.backward_dw()\n"
+    )
+    (root / "lib.py").write_text("def helper(t):\n    return t\n")
+    monkeypatch.chdir(root)
+    cache_dir = tmp_path / "cache"
+    _run(root, cache_dir)
+    (root / "lib.py").write_text("def helper(t):\n    return t + 1\n")
+    _, changed = _run(root, cache_dir)
+    assert changed.cache_misses == 1 and changed.cache_hits == 1
+
+
 def test_config_change_applies_on_a_warm_cache(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     root.mkdir()

@@ -4,15 +4,18 @@ format, an edited message) is a miss that gives the cold run's output, never a c
 
 from __future__ import annotations
 
+import inspect
 import pickle
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from conftest import HAZARD, run_cli
+from conftest import FIXTURES, HAZARD, run_cli
 from graphlint import __version__
+from graphlint.analysis import summarize_source
 from graphlint.caching import codec as cache_codec
+from graphlint.checkers.machinery.core import call_targets
 from graphlint.config import ConfigResolver
 from graphlint.engine import CheckOptions, check
 
@@ -114,11 +117,46 @@ def test_summaries_round_trip_through_the_cache_format(write_tree) -> None:
     assert warm.cache_hits == 1 and warm.findings == cold.findings
 
 
+def test_every_rule_fixture_summary_round_trips_through_the_cache_format() -> None:
+    """Whatever the rules' fixtures make a summary hold, the cache stores and gives back whole: a
+    type the format lacks would leave that file uncached, analysed again on every run."""
+    sources = sorted((FIXTURES / "rules").rglob("*.py"))
+    assert len(sources) > 100
+    for source in sources:
+        summary = summarize_source(source.read_bytes(), source.stem, False)
+        assert cache_codec.loads(cache_codec.dumps({"k": summary})) == {"k": summary}, source
+
+
+def test_every_call_kind_a_summary_holds_round_trips_through_the_cache_format() -> None:
+    """A call kind the format lacks is not a crash but a cache that never fills: every edit then
+    re-analyses the whole project (DuckCall, the `hasattr` call, went a day unstored)."""
+    kinds = _concrete_subclasses(call_targets._Target)
+    assert set(kinds) <= set(call_targets.ALL_TARGETS), "a call kind outside CallTarget/ArgValue"
+    for kind in kinds:
+        fields = len(inspect.signature(kind.__new__).parameters) - 1
+        target = kind(*(f"field{index}" for index in range(fields)))
+        (back,) = cache_codec.loads(cache_codec.dumps([target]))
+        assert type(back) is kind and back == target
+
+
+def _concrete_subclasses(base: type) -> list[type]:
+    found = []
+    for sub in base.__subclasses__():
+        if not sub.__name__.startswith("_"):
+            found.append(sub)
+        found.extend(_concrete_subclasses(sub))
+    return found
+
+
 def test_a_value_the_format_cannot_hold_is_not_cached_and_does_not_crash(tmp_path: Path) -> None:
+    """Only that summary is left out: its file is analysed again, the others' summaries are kept."""
     from graphlint.caching.store import SummaryCache
     from graphlint.checkers.machinery.core.model import ModuleSummary
 
     cache = SummaryCache(tmp_path / "cache")
-    cache.put("key", ModuleSummary(module="m", flow=[(object(),)]))
+    cache.put("bad", ModuleSummary(module="m", flow=[(object(),)]))
+    cache.put("good", ModuleSummary(module="n"))
     cache.save()
-    assert SummaryCache(tmp_path / "cache").get("key") is None
+    reloaded = SummaryCache(tmp_path / "cache")
+    assert reloaded.get("bad") is None
+    assert reloaded.get("good") == ModuleSummary(module="n")

@@ -63,17 +63,7 @@ _DATACLASSES: tuple[type, ...] = (
     Finding,
     CallSite,
 )
-_TARGETS: tuple[type, ...] = (
-    call_targets.FunctionTarget,
-    call_targets.MethodTarget,
-    call_targets.InstanceCall,
-    call_targets.SuperCall,
-    call_targets.ParamCall,
-    call_targets.ParamMethodCall,
-    call_targets.ValueCall,
-    call_targets.ClassArg,
-    call_targets.ParamArg,
-)
+_TARGETS: tuple[type, ...] = call_targets.ALL_TARGETS
 _FIELDS: dict[type, tuple[str, ...]] = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _DATACLASSES}
 
 

@@ -218,12 +218,37 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _atomic_write(path: Path, data: dict, directory: Path) -> None:
+_UNENCODABLE = (TypeError, ValueError, RecursionError)
+
+
+def _encoded(data: dict) -> bytes | None:
+    """The file's bytes, without the entries the format cannot hold (a graphlint bug: those files
+    are analysed again next run, not broken). Only those entries: when the whole write gave up
+    instead, one summary holding a call kind the format lacked (`DuckCall`) left every later
+    run cold, an edit re-analysing all of torch's 2,285 files for a day before anyone noticed."""
+    with _no_gc():
+        try:
+            return cache_codec.dumps(data)
+        except _UNENCODABLE:
+            kept = {key: value for key, value in data.items() if _encodable(key, value)}
+            try:
+                return cache_codec.dumps(kept) if kept else None
+            except _UNENCODABLE:
+                return None
+
+
+def _encodable(key: object, value: object) -> bool:
     try:
-        with _no_gc():
-            encoded = cache_codec.dumps(data)
-    except (TypeError, ValueError, RecursionError):
-        return  # a value the format cannot hold (a graphlint bug): the next run is cold, not broken
+        cache_codec.dumps({key: value})
+    except _UNENCODABLE:
+        return False
+    return True
+
+
+def _atomic_write(path: Path, data: dict, directory: Path) -> None:
+    encoded = _encoded(data)
+    if encoded is None:
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_marker_files(directory)

@@ -15,7 +15,7 @@ kinds with the same fields apart (`FunctionTarget("pkg.C")` is not `InstanceCall
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Union, get_args
 
 
 class _Target(tuple):
@@ -215,3 +215,6 @@ class ParamArg(_Target):
 
 
 ArgValue = Union[ClassArg, ParamArg]  # noqa: UP007 (runtime alias for 3.10)
+# Every kind a summary can hold: the cache's format is made from this, so a kind added to either
+# union above is stored like the others (a kind it could not store made every run cold).
+ALL_TARGETS: tuple[type[_Target], ...] = (*get_args(CallTarget), *get_args(ArgValue))

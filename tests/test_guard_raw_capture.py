@@ -82,8 +82,10 @@ def test_the_collector_waits_for_the_capture_to_end_and_then_runs(watched, manag
     assert gc.isenabled() and probe[0]() is None
 
 
-def test_the_collection_at_the_end_is_of_the_young_generations_only(monkeypatch, watched) -> None:
-    """A full collection costs the whole heap (0.3 s with two million objects) on every capture."""
+def test_the_collection_at_the_end_is_of_the_youngest_generation_only(monkeypatch, watched) -> None:
+    """A full collection costs the whole heap (0.3 s with two million objects) on every capture;
+    the older generations also hold what earlier code left (PyTorch's memory-stats graph test
+    failed under the sanitizer while generation 1 was collected there, passed with 0 alone)."""
     _, _, probe, _ = watched
     from graphlint.runtime_sanitizer.guard import collector_pause
 
@@ -92,7 +94,7 @@ def test_the_collection_at_the_end_is_of_the_young_generations_only(monkeypatch,
     probe.append(weakref.ref(_Cyclic()))
     torch.cuda.CUDAGraph.capture_begin(object())
     torch.cuda.CUDAGraph.capture_end(object())
-    assert generations == [1]
+    assert generations == [0]
 
 
 def test_nested_captures_resume_the_collector_only_at_the_outermost_end(watched) -> None:

@@ -1,4 +1,4 @@
-"""Python's cyclic garbage collector held off while a stream captures; the young generations
+"""Python's cyclic garbage collector held off while a stream captures; its youngest generation
 collected once it ends.
 
 A collection destroys any CUDA graph left in a reference cycle (each graph that
@@ -26,20 +26,25 @@ row" (torch/cuda/graphs.py), and vLLM 0.33 disables the collector around its bul
 because "a gc cycle during stream capture can invalidate the captured graph"
 (vllm/utils/gc_utils.py): the guard does what they do.
 
-Why the young generations are collected at the end: paused, every object the capture made stays
+Why the youngest generation is collected at the end: paused, every object the capture made stays
 young, and the first collections after it would sweep them all at some later allocation, perhaps
 between two replays the program launches close together (PyTorch's
 `test_graph_concurrent_replay` races its two replays against a million-cycle spin kernel, about
-half a millisecond, and lost the race in the whole suite with the collector paused and nothing
-collected after). Collecting generations 0 and 1 as the capture ends costs what the capture
-allocated, not the whole heap.
+half a millisecond, and lost the race once in the whole suite with the collector paused and
+nothing collected after). Generation 0 is what the capture allocated. Generation 1 is not: it
+also holds what the program left before the capture, an earlier test's graph among it, and
+freeing that as the capture ends is again work between two of the program's own measurements.
+With generations 0 and 1 collected, `test_graph_memory_stats_and_use_result_after_destroy_graph`
+still failed in the whole `-k graph` suite, its segment count one too high after the capture.
+With generation 0 alone, every outcome equals the plain run's (H100, torch 2.11, 2026-12-06,
+`benchmarks/results/pytorch_test_cuda_graph-2026-12-06b-h100.md`).
 """
 
 from __future__ import annotations
 
 import gc
 
-YOUNG = 1  # generations 0 and 1: what the capture allocated, not the long-lived heap
+YOUNG = 0  # the youngest generation: what the capture allocated, not what earlier code left
 
 
 class CollectorPause:

@@ -231,10 +231,7 @@ def _encoded(data: dict) -> bytes | None:
             return cache_codec.dumps(data)
         except _UNENCODABLE:
             kept = {key: value for key, value in data.items() if _encodable(key, value)}
-            try:
-                return cache_codec.dumps(kept) if kept else None
-            except _UNENCODABLE:
-                return None
+            return cache_codec.dumps(kept) if kept else None  # each entry encodes, so all do
 
 
 def _encodable(key: object, value: object) -> bool:

@@ -109,6 +109,11 @@ class _Fork:
                 found[name] = kinds[0]
             elif any(kind is not None and kind.kind in T.ON_DEVICE for kind in kinds):
                 found[name] = T.T_TENSOR  # on the device in some arm: it may be here
+            else:
+                hosts = [kind for kind in kinds if kind is not None and kind.kind in T.ON_HOST]
+                if len(hosts) == len(kinds):  # host data in every arm (a host mask padded on the host)
+                    masks = all(kind.kind == T.HOST_MASK for kind in hosts)
+                    found[name] = T.host_result(hosts, mask=masks) or T.T_HOST
         return found
 
 

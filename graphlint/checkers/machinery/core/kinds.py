@@ -11,6 +11,7 @@ else is unknown, and rules never guess on unknowns.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -479,14 +480,23 @@ def call_targets_host(call: ast.Call) -> bool:
     )
 
 
-_DTYPE_NAMES = frozenset({"float16", "bfloat16", "float32", "float64", "half", "float", "double", "long", "int"})
+# torch's dtype names: the sized ones by pattern (int64, uint8, float8_e4m3fn, complex64, qint8,
+# quint4x2, bits16...), the aliases by name. A cast (`lens.to(torch.int64)`) keeps the tensor where
+# it is; read as a device, it made host bookkeeping a host-to-device copy and its `.cpu()` a sync.
+_SIZED_DTYPE = re.compile(r"(?:u?int|float|bfloat|complex|q?u?int|bits)\d+(?:x\d+)?(?:_[a-z0-9]+)*")
+_DTYPE_ALIASES = frozenset({"half", "float", "double", "long", "int", "short", "bool", "cfloat", "cdouble", "chalf"})
+
+
+def is_dtype_name(name: str) -> bool:
+    """Is ``name`` (the attribute in `torch.name`) one of torch's dtypes?"""
+    return name in _DTYPE_ALIASES or _SIZED_DTYPE.fullmatch(name) is not None
 
 
 def call_targets_device(call: ast.Call) -> bool:
-    """`.to("cuda")`, `.to(device)`; `.to(torch.float16)` is a dtype, not a device."""
+    """`.to("cuda")`, `.to(device)`; `.to(torch.float16)` and `.to(torch.int64)` are dtypes."""
     device = _device_argument(call)
     if device is None:
         return False
-    if isinstance(device, ast.Attribute) and device.attr in _DTYPE_NAMES:
+    if isinstance(device, ast.Attribute) and is_dtype_name(device.attr):
         return False
     return device_is_host(device) is False

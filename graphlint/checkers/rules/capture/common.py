@@ -50,8 +50,16 @@ def method_of(call: ast.Call) -> tuple[str | None, str]:
 
 
 def receiver_kind(w: FunctionWalker, call: ast.Call) -> T.Ty | None:
+    """The kind of the receiver of `receiver.method(...)`. One the binder does not know but the
+    code names as host data (`batch.seq_lens_cpu.tolist()`) is that: the name is a reason not to
+    report a host sync, as it is for a tensor of unknown place (`maybe_device_tensor`)."""
     func = call.func
-    return w.ty(func.value) if isinstance(func, ast.Attribute) else None
+    if not isinstance(func, ast.Attribute):
+        return None
+    kind = w.ty(func.value)
+    if kind is None and T.named_as_host(func.value):
+        return T.T_HOST_NAMED
+    return kind
 
 
 def short(node: ast.AST, limit: int = 40) -> str:

@@ -58,3 +58,15 @@ def test_a_comparison_of_host_tensors_is_a_host_mask() -> None:
     assert mask == T.T_HOST_MASK and mask.kind in T.MASKS and not T.may_be_on_device(mask)
     assert T.unmasked(T.T_HOST_MASK) == T.T_HOST
     assert T.unmasked(T.T_MASK) == T.T_TENSOR
+
+
+def test_every_dtype_of_the_installed_torch_is_a_cast_not_a_device() -> None:
+    """`x.to(torch.<dtype>)` keeps `x` where it is, for every dtype torch has (not only the float
+    ones): read as a device, a cast of host bookkeeping was a copy to the GPU (GL104) and its
+    `.cpu()` a host sync (GL101)."""
+    torch = pytest.importorskip("torch")
+    dtypes = sorted(name for name in dir(torch) if isinstance(getattr(torch, name, None), torch.dtype))
+    assert "int64" in dtypes and "bool" in dtypes
+    assert [name for name in dtypes if not T.call_targets_device(_expr(f"x.to(torch.{name})"))] == dtypes
+    for device in ("torch.device('cuda')", "device", "self.device", "'cuda:1'"):
+        assert T.call_targets_device(_expr(f"x.to({device})")), device

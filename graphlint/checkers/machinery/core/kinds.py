@@ -483,8 +483,10 @@ def call_targets_host(call: ast.Call) -> bool:
 # torch's dtype names: the sized ones by pattern (int64, uint8, float8_e4m3fn, complex64, qint8,
 # quint4x2, bits16...), the aliases by name. A cast (`lens.to(torch.int64)`) keeps the tensor where
 # it is; read as a device, it made host bookkeeping a host-to-device copy and its `.cpu()` a sync.
-_SIZED_DTYPE = re.compile(r"(?:u?int|float|bfloat|complex|q?u?int|bits)\d+(?:x\d+)?(?:_[a-z0-9]+)*")
-_DTYPE_ALIASES = frozenset({"half", "float", "double", "long", "int", "short", "bool", "cfloat", "cdouble", "chalf"})
+_SIZED_DTYPE = re.compile(r"(?:q?u?int|b?float|complex|bits)\d+(?:x\d+)?(?:_[a-z0-9]+)*")
+_DTYPE_ALIASES = frozenset(
+    {"half", "float", "double", "long", "int", "short", "bool", "bit", "cfloat", "cdouble", "chalf"}
+)
 
 
 def is_dtype_name(name: str) -> bool:

@@ -234,7 +234,7 @@ class ValueKinds:
             # x.shape / x.dtype / x.device on anything: a Python value, whatever x is.
             return T.T_PY if self.resolve(node) is None else None
         name = self.resolve(node)
-        if name and name.startswith("torch.") and name.split(".")[-1] in _TORCH_DTYPES:
+        if name and name.startswith("torch.") and T.is_dtype_name(name.split(".")[-1]):
             return T.T_PY
         return None
 
@@ -472,30 +472,6 @@ def _looks_like_project_class(name: str) -> bool:
     root, _, rest = name.partition(".")
     tail = name.rsplit(".", 1)[-1]
     return bool(rest) and root not in _EXTERNAL_ROOTS and tail[:1].isupper() and not tail.isupper()
-
-
-_TORCH_DTYPES = frozenset(
-    {
-        "float32",
-        "float",
-        "float16",
-        "half",
-        "bfloat16",
-        "float64",
-        "double",
-        "int64",
-        "long",
-        "int32",
-        "int",
-        "int16",
-        "int8",
-        "uint8",
-        "bool",
-        "complex64",
-        "float8_e4m3fn",
-        "float8_e5m2",
-    }
-)
 
 
 # The kind of an expression, by its node type (a dict: faster than a chain of isinstance). Each

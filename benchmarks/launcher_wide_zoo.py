@@ -255,8 +255,13 @@ def copy_path(model, static: tuple):
     return graph, replay
 
 
-def costs(build, make_inputs, dtype, batch: int = 2) -> dict:
-    """Per-call GPU/CPU time and pool bytes: the launcher against copy-in / replay / clone-out."""
+def costs(build, make_inputs, dtype, batch: int = 2, aa: bool = False) -> dict:
+    """Per-call GPU/CPU time and pool bytes: the launcher against copy-in / replay / clone-out.
+    With ``aa``, the copy path is also timed against itself, interleaved with the other two:
+    ``copy_again`` replays the same graph (the clock's noise) and ``copy_recaptured`` a second
+    capture of the same model (the noise plus the kernels a capture happens to pick, which the
+    launcher's own capture is subject to as well), so a row's launcher/copy ratio can be read
+    against the ratios that no difference in method gives on the same row."""
     import launcher_speed
 
     from graphlint.launcher.launcher import ParameterizedLauncher
@@ -268,11 +273,22 @@ def costs(build, make_inputs, dtype, batch: int = 2) -> dict:
         graph, replay = copy_path(model, static)
         launcher = ParameterizedLauncher(model, pool[0])
         launcher_speed.ITERS = 30
-        timed = launcher_speed.measure({"copy": replay, "launcher": lambda x: launcher(*x)}, pool)
+        variants = {"copy": replay, "launcher": lambda x: launcher(*x)}
+        if aa:
+            variants["copy_again"] = replay
+            variants["copy_recaptured"] = copy_path(model, tuple(t.clone() for t in pool[0]))[1]
+        timed = launcher_speed.measure(variants, pool)
     copy_pool = launcher_speed.graph_pool_mib(graph)
     launcher_pool = round(launcher._capture.pool_bytes / 2**20, 2)
     kept_inputs = [t for t in launcher.inputs if t is not None]
+    again = {
+        f"{variant}_{k}": v
+        for variant in ("copy_again", "copy_recaptured")
+        for k, v in timed.get(variant, {}).items()
+        if k != "peak_extra_mib"
+    }
     return {
+        **again,
         "copy_gpu_us": timed["copy"]["gpu_us"],
         "copy_cpu_us": timed["copy"]["cpu_us"],
         "copy_busy_us": timed["copy"]["busy_us"],
@@ -324,21 +340,21 @@ def divergence(build, make_inputs, dtype, batch: int = 2, calls: int = 3) -> dic
     }
 
 
-def timed_row(build, make_inputs, dtype) -> dict:
+def timed_row(build, make_inputs, dtype, aa: bool = False) -> dict:
     """`--costs-only`: the times and memory of `costs`, no verdict (`zoo_table.merged` lays
     them over the verdict an earlier run gave the row)."""
     try:
-        return {"timed_only": True, **costs(build, make_inputs, dtype)}
+        return {"timed_only": True, **costs(build, make_inputs, dtype, aa=aa)}
     except Exception as error:
         return {"timed_only": True, "costs": f"not measured: {type(error).__name__}: {str(error)[:120]}"}
 
 
-def run_row(name, build, make_inputs, dtype, max_params: int, costs_only: bool = False) -> dict:
+def run_row(name, build, make_inputs, dtype, max_params: int, costs_only: bool = False, aa: bool = False) -> dict:
     size = sum(p.numel() for p in build().parameters())
     if size > max_params:
         return {"pass": None, "skipped": f"{size / 1e6:.0f}M parameters, over the zoo's cap"}
     if costs_only:
-        return timed_row(build, make_inputs, dtype)
+        return timed_row(build, make_inputs, dtype, aa)
     try:
         result = zoo.run_one(name, build, make_inputs, dtype)
     except Exception as error:
@@ -353,7 +369,7 @@ def run_row(name, build, make_inputs, dtype, max_params: int, costs_only: bool =
                 result["divergence"] = f"not measured: {type(error).__name__}: {str(error)[:120]}"
         return result
     try:
-        result.update(costs(build, make_inputs, dtype))
+        result.update(costs(build, make_inputs, dtype, aa=aa))
     except Exception as error:  # timing is extra: a pass stays a pass, the row says why it has none
         result["costs"] = f"not measured: {type(error).__name__}: {str(error)[:120]}"
     return result
@@ -370,6 +386,7 @@ def main() -> int:
     parser.add_argument("--max-params", type=int, default=100_000_000)
     parser.add_argument("--costs-only", action="store_true", help="re-time rows, give no verdict")
     parser.add_argument("--stride", type=int, default=1, help="every STRIDE-th model of the slice")
+    parser.add_argument("--aa", action="store_true", help="also time the copy path against itself (noise)")
     args = parser.parse_args()
     entries = wide_zoo()
     if args.list:
@@ -383,7 +400,7 @@ def main() -> int:
     for name, build, make_inputs in entries:
         for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:
             key, start = f"{name}[{str(dtype).split('.')[-1]}]", time.perf_counter()
-            results[key] = run_row(name, build, make_inputs, dtype, args.max_params, args.costs_only)
+            results[key] = run_row(name, build, make_inputs, dtype, args.max_params, args.costs_only, args.aa)
             results[key]["seconds"] = round(time.perf_counter() - start, 1)
             row = results[key]
             verdict = "TIMED" if row.get("timed_only") else {None: "SKIP", True: "PASS", False: "FAIL"}[row["pass"]]

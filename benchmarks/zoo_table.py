@@ -29,6 +29,14 @@ TIMES = (
     "copy_pool_mib",
     "launcher_held_mib",
     "copy_held_mib",
+    "copy_again_gpu_us",
+    "copy_again_cpu_us",
+    "copy_again_busy_us",
+    "copy_again_host_us",
+    "copy_recaptured_gpu_us",
+    "copy_recaptured_cpu_us",
+    "copy_recaptured_busy_us",
+    "copy_recaptured_host_us",
 )
 
 COLUMNS = (
@@ -115,6 +123,7 @@ def summary(rows: dict[str, dict]) -> list[str]:
             if ratios:
                 at_or_below = sum(x <= 1 for x in ratios)
                 out.append(f"- {label}: {at_or_below} of {len(ratios)}, median {statistics.median(ratios):.3f}")
+        out.extend(_noise(timed))
         held = [r for r in timed if "copy_held_mib" in r]
         if held:
             # the static inputs each path keeps: the pools are one graph's either way (a first
@@ -127,6 +136,26 @@ def summary(rows: dict[str, dict]) -> list[str]:
                 f"- memory: the launcher keeps fewer static input bytes in {sum(x > 0 for x in saved)} of "
                 f"{len(saved)} rows, {statistics.median(saved):.2f} MiB less in the median row, "
                 f"{saved[-1]:.2f} at most"
+            )
+    return out
+
+
+def _noise(timed: list[dict]) -> list[str]:
+    """The copy path against itself on the rows an `--aa` run timed: how often, and by how much,
+    pure measurement noise puts a variant above the copy path, beside the launcher's own count
+    on the same rows."""
+    out = []
+    for label, key in (("GPU busy time", "busy_us"), ("CPU time of the calling thread", "host_us")):
+        for variant, what in (("copy_again", "the same graph"), ("copy_recaptured", "a second capture")):
+            rows = [r for r in timed if r.get(f"{variant}_{key}") and r.get(f"copy_{key}")]
+            if not rows:
+                continue
+            again = sorted(r[f"{variant}_{key}"] / r[f"copy_{key}"] for r in rows)
+            mine = [r[f"launcher_{key}"] / r[f"copy_{key}"] for r in rows if r.get(f"launcher_{key}")]
+            out.append(
+                f"- {label}, the copy path against itself ({what}): {sum(x <= 1 for x in again)} of "
+                f"{len(again)} at or below, median {statistics.median(again):.3f}, from {again[0]:.3f} to "
+                f"{again[-1]:.3f}; the launcher on the same rows: {sum(x <= 1 for x in mine)} of {len(mine)}"
             )
     return out
 

@@ -57,6 +57,7 @@ def variants(build, make_inputs, dtype) -> dict:
     timed["graph_nodes"] = len(launcher._capture.snapshot.nodes)
     timed["updates"] = "device" if launcher._updater is not None else "host"
     timed["fallback"] = launcher.fallback_reason
+    timed["copied"] = launcher.copied  # what the cost model chose to copy instead of re-pointing
     return timed
 
 

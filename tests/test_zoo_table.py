@@ -81,3 +81,23 @@ def test_retimed_rows_are_those_of_every_costs_only_run_not_only_the_last(tmp_pa
     first = _write(tmp_path / "part1.json", {"m.a[float32]": {"timed_only": True, **_times(9.0, 11.0)}})
     second = _write(tmp_path / "part2.json", {"m.b[float32]": {"timed_only": True, **_times(9.0, 11.0)}})
     assert zoo_table._retimed([scored, first, second]) == {"m.a[float32]", "m.b[float32]"}
+
+
+def test_the_copy_path_against_itself_is_counted_beside_the_launcher_on_the_same_rows(tmp_path: Path) -> None:
+    """An `--aa` run's second capture sets how far above the copy path a row can land with no
+    difference in method; the summary gives that spread and the launcher's count on those rows
+    only, and an earlier run's times never carry an A/A figure over."""
+    scored = _write(tmp_path / "scored.json", {f"m.{n}[bfloat16]": {"pass": True, **_times(9.0, 10.0)} for n in "abc"})
+    aa = {
+        "m.a[bfloat16]": {"timed_only": True, **_times(9.0, 10.0), "copy_recaptured_busy_us": 11.22},
+        "m.b[bfloat16]": {"timed_only": True, **_times(9.0, 10.0), "copy_recaptured_busy_us": 10.89},
+    }
+    aa["m.b[bfloat16]"]["launcher_busy_us"] = 11.2  # above the copy path's 11.0
+    rows = zoo_table.merged([scored, _write(tmp_path / "aa.json", aa)], [])
+    assert "copy_recaptured_busy_us" not in rows["m.c[bfloat16]"]
+    summary = "\n".join(zoo_table.summary(rows))
+    assert (
+        "GPU busy time, the copy path against itself (a second capture): 1 of 2 at or below, median 1.005, "
+        "from 0.990 to 1.020; the launcher on the same rows: 1 of 2"
+    ) in summary
+    assert "the same graph" not in summary and "GPU busy time: 2 of 3" in summary

@@ -386,7 +386,11 @@ def main() -> int:
     parser.add_argument("--max-params", type=int, default=100_000_000)
     parser.add_argument("--costs-only", action="store_true", help="re-time rows, give no verdict")
     parser.add_argument("--stride", type=int, default=1, help="every STRIDE-th model of the slice")
-    parser.add_argument("--aa", action="store_true", help="also time the copy path against itself (noise)")
+    parser.add_argument(
+        "--aa",
+        action="store_true",
+        help="also time the copy path against itself: its own graph again, and a second capture",
+    )
     args = parser.parse_args()
     entries = wide_zoo()
     if args.list:

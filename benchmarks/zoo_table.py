@@ -16,6 +16,8 @@ import json
 import statistics
 import sys
 
+NOISE = {"copy_again": "the same graph", "copy_recaptured": "a second capture"}
+
 TIMES = (
     "launcher_gpu_us",
     "copy_gpu_us",
@@ -29,14 +31,8 @@ TIMES = (
     "copy_pool_mib",
     "launcher_held_mib",
     "copy_held_mib",
-    "copy_again_gpu_us",
-    "copy_again_cpu_us",
-    "copy_again_busy_us",
-    "copy_again_host_us",
-    "copy_recaptured_gpu_us",
-    "copy_recaptured_cpu_us",
-    "copy_recaptured_busy_us",
-    "copy_recaptured_host_us",
+    # `--aa`: the copy path against itself (its own graph again, and a second capture)
+    *(f"{variant}_{clock}_us" for variant in NOISE for clock in ("gpu", "cpu", "busy", "host")),
 )
 
 COLUMNS = (
@@ -142,11 +138,11 @@ def summary(rows: dict[str, dict]) -> list[str]:
 
 def _noise(timed: list[dict]) -> list[str]:
     """The copy path against itself on the rows an `--aa` run timed: how often, and by how much,
-    pure measurement noise puts a variant above the copy path, beside the launcher's own count
-    on the same rows."""
+    a variant that differs from it in nothing but the clock's noise (its own graph again) or its
+    capture (a second one) lands above it, beside the launcher's own count on the same rows."""
     out = []
     for label, key in (("GPU busy time", "busy_us"), ("CPU time of the calling thread", "host_us")):
-        for variant, what in (("copy_again", "the same graph"), ("copy_recaptured", "a second capture")):
+        for variant, what in NOISE.items():
             rows = [r for r in timed if r.get(f"{variant}_{key}") and r.get(f"copy_{key}")]
             if not rows:
                 continue

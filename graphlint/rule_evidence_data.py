@@ -11,7 +11,7 @@ EVIDENCE: dict[str, dict[str, int]] = {
     "GL101": {"positives": 103, "labelled": 0, "true": 0, "injected": 8, "found": 4},
     "GL102": {"positives": 11, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL103": {"positives": 11, "labelled": 0, "true": 0, "injected": 3, "found": 1},
-    "GL104": {"positives": 15, "labelled": 0, "true": 0, "injected": 0, "found": 0},
+    "GL104": {"positives": 16, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL105": {"positives": 10, "labelled": 1, "true": 0, "injected": 1, "found": 1},
     "GL106": {"positives": 7, "labelled": 0, "true": 0, "injected": 0, "found": 0},
     "GL107": {"positives": 5, "labelled": 0, "true": 0, "injected": 0, "found": 0},

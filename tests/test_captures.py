@@ -209,3 +209,54 @@ def test_library_methods_are_not_listed_as_unresolved_callables(write_tree) -> N
     (region,) = report["regions"]
     # `update` is a method of a project class: that call may be it, so it stays listed.
     assert sorted(c["expression"] for c in region["callables"]) == ["run.Runner.model", "self.store.update"]
+
+
+IDENTITY_HELPER = """\
+import torch
+
+
+def checked(module):
+    if not hasattr(module, "forward"):
+        raise TypeError(module)
+    return module
+
+
+class Norm(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+class Router(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm, self.router = Norm(), Router()
+
+    def capture(self, x, outside):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            checked(self.norm)(x)
+        with torch.cuda.graph(g):
+            checked(outside)(x)
+
+    def route(self, x):
+        return checked(self.router)(x)
+"""
+
+
+def test_a_capture_through_a_helper_that_returns_its_argument_runs_that_argument(write_tree) -> None:
+    """The helper hands each call its own argument back: the norm's capture runs the norm, not
+    every module the helper is given elsewhere, and a parameter handed through it is still
+    reported as coming from outside."""
+    root = write_tree({"block.py": IDENTITY_HELPER})
+    result = run_cli("captures", "--follow-values", "--no-cache", "--format", "json", ".", cwd=root)
+    assert result.returncode == 0, result.stderr
+    regions = {r["line"]: r for r in json.loads(result.stdout)["regions"]}
+    norm = regions[27]["callables"][0]
+    assert (norm["status"], norm["targets"]) == ("resolved", ["block.Norm.forward"])
+    outside = regions[29]["callables"][0]
+    assert outside["status"] == "outside" and "parameter `outside`" in outside["detail"], outside

@@ -612,3 +612,58 @@ def test_iter_and_list_of_an_object_give_what_iterating_it_gives_not_the_object(
     assert project["iterated.listed"] == ["iterated.Batch.close"]
     # a generator's yields are not followed: unresolved, and never the loader's own method
     assert project["iterated.generated"] == []
+
+
+IDENTITY = """\
+def checked(module, *, strict=True):
+    if strict and not hasattr(module, "forward"):
+        raise TypeError(module)
+    return module
+
+
+def either(module, fallback):
+    if module is None:
+        module = fallback
+    return module
+
+
+class Norm:
+    def forward(self, x):
+        return x
+
+
+class Router:
+    def forward(self, x):
+        return x
+
+
+class Gate:
+    def forward(self, x):
+        return x
+
+
+class Layer:
+    def __init__(self):
+        self.norm = Norm()
+        self.router = Router()
+        self.gate = Gate()
+
+    def normed(self, x):
+        return checked(self.norm)(x)
+
+    def routed(self, x):
+        return checked(module=self.router)(x)
+
+    def gated(self, x):
+        return either(self.gate, self.norm)(x)
+"""
+
+
+def test_a_helper_that_returns_its_argument_gives_each_call_its_own(write_tree, monkeypatch) -> None:
+    """Megatron calls `apply_module(self.norm)(x)` and `apply_module(self.router)(x)`: read
+    context-insensitively, the identity helper returns every module it is ever given, and a
+    capture of the norm runs the router. A parameter the helper may rebind is still the union."""
+    graph = _graph(write_tree, monkeypatch, {"main.py": IDENTITY})
+    assert graph["main.Layer.normed"] == ["main.Norm.forward", "main.checked"]
+    assert graph["main.Layer.routed"] == ["main.Router.forward", "main.checked"]
+    assert graph["main.Layer.gated"] == ["main.Gate.forward", "main.Norm.forward", "main.either"]

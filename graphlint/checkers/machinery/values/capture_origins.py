@@ -86,8 +86,8 @@ class CaptureOrigins:
 
     # -- the index --------------------------------------------------------------------------
     def _index_fact(self, fact: tuple) -> None:
-        if fact[0] == "K" or fact[0] == "Q":
-            return  # a constant global, or the tests of a guarded return: no expression to read
+        if fact[0] in ("K", "Q", "P"):
+            return  # a constant global, the tests of a guarded return, a parameter handed back: no expression
         if fact[0] == "G":
             self._guards[fact[1]] = fact[2]  # a parameter checked by a leading isinstance guard
             return
@@ -505,17 +505,46 @@ class CaptureOrigins:
                 return None
             return _first(reasons) or f"returned by `{min(callees)[1:]}`, which is not analysed"
         if callees:
-            targets = [self.flow._target(v, set())[0] for v in callees if v[0] != "?"]
+            targets = [self.flow._target(v, set()) for v in callees if v[0] != "?"]
             if len(targets) != len(callees) or any(
-                t is None or v in self.flow.names.classes or v[0] == "!" for t, v in zip(targets, callees, strict=True)
+                t is None or v in self.flow.names.classes or v[0] == "!"
+                for (t, _), v in zip(targets, callees, strict=True)
             ):
                 return None  # constructs a project object, or calls something not a plain function
-            reasons = [self._location(f"{t}.<return>", depth + 1, seen) for t in targets]
+            reasons = [r for t, shift in targets if t for r in self._returned(expr, t, shift, depth, seen)]
             return (_first(reasons) or _CYCLE) if all(reasons) else None
         if self._origin(expr[1], depth + 1, seen) is None:
             return None
         reasons = [self._origin(value, depth + 1, seen) for value in values]
         return "returned by a callable from outside" if all(reasons) else None
+
+    def _returned(self, call: tuple, function: str, shift: int, depth: int, seen: frozenset) -> list[str | None]:
+        """Why each thing ``function`` may return at this call comes from where it does: its
+        returns, and for each parameter a `return p` hands back, this call's own argument there
+        (an identity helper has no return of its own)."""
+        back = self.flow.handed_back(function)
+        plain = f"{function}.<return>"
+        reasons = [self._location(plain, depth + 1, seen)] if plain in self._assigned or not back else []
+        for index in back:
+            argument = _argument(call, self.flow.defs[function][0][index], index - shift)
+            if argument is None:
+                reasons.append(self._location(self.flow.param_location(function, index), depth + 1, seen))
+            else:
+                reasons.append(self._origin(argument, depth + 1, seen))
+        return reasons
+
+
+def _argument(call: tuple, name: str, slot: int) -> tuple | None:
+    """The expression a ``("c", ...)`` call passes for parameter ``name``, at positional
+    ``slot`` or by keyword; None for ``self`` (slot -1), after a starred argument, or when the
+    parameter is left to its default."""
+    positional, keywords = call[2], call[3]
+    if slot < 0:
+        return None
+    if slot < len(positional):
+        starred = any(a is not None and a[0] == "*" for a in positional[: slot + 1])
+        return None if starred else positional[slot]
+    return next((value for key, value in keywords if key == name), None)
 
 
 def _alternatives(expr: tuple) -> Iterator[tuple]:

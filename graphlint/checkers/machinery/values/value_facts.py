@@ -46,7 +46,9 @@ Facts are ("=", target, expr) (a target is a "v", "g", "a", "[" or ":" expressio
 global bound once, to a constant, and ("G", location, class expr): a parameter a leading
 `if not isinstance(p, C): raise` checks (for `capture_origins`; the solver skips it), and
 ("Q", location, ((parameter index, classes expr), ...)): a return under `isinstance` tests on
-the function's parameters, stored at ``f.<return>#n`` (`return_guards`).
+the function's parameters, stored at ``f.<return>#n`` (`return_guards`), and ("P", function,
+index): a `return p` of a parameter the function never rebinds, which gives each call the
+argument it passed there (not what every caller passes: `_passthrough_params`).
 Definitions are kept as `flow_defs`: qualname -> (params, positional count, *args, **kwargs,
 kind), kind "f" function, "m" method, "s" staticmethod, "c" classmethod, "p" property.
 """
@@ -130,6 +132,7 @@ class _Scope:
     imports: dict[str, str] = field(default_factory=dict)  # names only a late import binds -> dotted
     return_guards: dict[int, tuple[Guard, ...]] = field(default_factory=dict)  # return_guards: id(return) -> tests
     guarded: int = 0  # guarded returns recorded so far (their locations' numbers)
+    passthrough: dict[str, int] = field(default_factory=dict)  # parameters never rebound -> index
 
     def loc(self, name: str) -> str:
         if self.kind == "function":
@@ -250,7 +253,9 @@ class FactRecorder:
         elif isinstance(stmt, ast.Expr):
             self._effect(scope, stmt.value)
         elif isinstance(stmt, ast.Return):
-            if stmt.value is not None:
+            if isinstance(stmt.value, ast.Name) and stmt.value.id in scope.passthrough:
+                self.facts.append(("P", scope.qualname, scope.passthrough[stmt.value.id]))
+            elif stmt.value is not None:
                 self._returned(scope, self.ex(scope, stmt.value), scope.return_guards.get(id(stmt), ()))
         elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
             value = self.ex(scope, stmt.value) if stmt.value is not None else None
@@ -432,7 +437,9 @@ class FactRecorder:
         inner.imports = self._late_imports(node.body, inner)
         inner.names -= inner.imports.keys()
         self._declared |= inner.globals
-        inner.return_guards = return_guards(node.body, self.defs[qualname][0], _assigned_in(node.body))
+        assigned = _assigned_in(node.body)
+        inner.return_guards = return_guards(node.body, self.defs[qualname][0], assigned)
+        inner.passthrough = _passthrough_params(node, self.defs[qualname][0], assigned)
         if kind == "m" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("i", scope.qualname)))
         elif kind == "c" and inner.self_loc is not None:
@@ -1109,6 +1116,25 @@ def _assigned_in(body: list[ast.stmt]) -> set[str]:
     names: set[str] = set()
     _local_names(body, names, set())
     return names
+
+
+def _passthrough_params(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, params: tuple[str, ...], assigned: set[str]
+) -> dict[str, int]:
+    """The parameters a `return p` hands back to each caller as its own argument (index in
+    ``params``): never rebound in the body, by a walrus or by a nested function's `nonlocal`,
+    in a function that is no generator (whose `return` value never reaches the caller).
+    Typed identity helpers (Megatron's `apply_module(m)`, `not_none(x)`) are called with
+    every module of a project: read context-insensitively, their return would be all of them."""
+    rebound = set(assigned)
+    for inner in ast.walk(node):
+        if isinstance(inner, (ast.Yield, ast.YieldFrom)):
+            return {}
+        if isinstance(inner, ast.Nonlocal):
+            rebound.update(inner.names)
+        elif isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name):
+            rebound.add(inner.target.id)
+    return {name: index for index, name in enumerate(params) if name not in rebound}
 
 
 def _starred(target: ast.Tuple | ast.List) -> bool:

@@ -2,7 +2,9 @@
 holds, solved to a least fixed point over every file's facts (`value_facts`).
 
 Context-insensitive, like PyCG: a parameter holds what any caller passes, an attribute what
-any method stores, a container everything put in it. A value is a string: a function,
+any method stores, a container everything put in it. One exception: a function that returns a
+parameter it never rebinds (`return module`, a typed identity helper) gives each call the
+argument that call passed, not what every caller passes. A value is a string: a function,
 lambda or class qualname; ``!C`` an instance of class ``C``; ``~m`` the method ``m`` bound
 to an instance (calling it passes ``self``); ``+C`` an instance of ``C`` or of any project
 subclass (`class_hierarchy`: a parameter an `isinstance` test narrows, a Protocol annotation),
@@ -78,12 +80,8 @@ class ValueFlow:
         self.names = names
         self.solved = solve
         self.defs: dict[str, tuple] = {}
-        facts: list[tuple] = []
         self._files: list[tuple[int, str]] = []  # (index of the file's first fact, its path)
-        for path, summary in sorted(names.summaries.items()) if solve else ():
-            self.defs.update(summary.flow_defs)
-            self._files.append((len(facts), path))
-            facts.extend(summary.flow)
+        facts = self._gathered(names) if solve else []
         self._log = log
         self.values: dict[str, set[str]] = {}
         self.calls: dict[CallKey, set[str]] = {}
@@ -102,6 +100,7 @@ class ValueFlow:
         self._stored = self._stored_names(facts)
         self._static: dict[str, frozenset[str]] = {}  # names whose value no fact can change
         self._guarded: dict[str, list[tuple[str, tuple]]] = {}  # function -> its guarded returns (`return_guards`)
+        self._passthrough: dict[str, set[int]] = {}  # function -> parameters a `return p` hands back
         self.partialled: set[str] = set()  # functions a `functools.partial` wraps (`call_constants`)
         self._eval: dict[str, Callable[[tuple], set[str] | frozenset[str]]] = {
             "v": lambda e: self._read(e[1]),
@@ -141,6 +140,15 @@ class ValueFlow:
             self.values, self._constants, self.evaluate, *locations, lambda v: self._iteration(v, None)
         )
 
+    def _gathered(self, names: ProjectNames) -> list[tuple]:
+        """Every file's facts in one list, files in path order, their definitions in `defs`."""
+        facts: list[tuple] = []
+        for path, summary in sorted(names.summaries.items()):
+            self.defs.update(summary.flow_defs)
+            self._files.append((len(facts), path))
+            facts.extend(summary.flow)
+        return facts
+
     def callees(self, key: CallKey) -> set[str] | frozenset[str]:
         """The functions the call at ``key`` runs (empty: unresolved)."""
         return self.calls.get(key, _EMPTY)
@@ -153,7 +161,9 @@ class ValueFlow:
                 self._constants[fact[1]] = fact[2] if fact[1] not in self._constants else None
             elif fact[0] == "Q":  # a guarded return (`return_guards`): ``f.<return>#n`` and its tests
                 self._guarded.setdefault(fact[1].rpartition(".<return>#")[0], []).append((fact[1], fact[2]))
-        queue = deque(i for i, fact in enumerate(facts) if fact[0] not in ("K", "G", "Q"))
+            elif fact[0] == "P":  # `return p` (`value_facts._passthrough_params`): the call's own argument
+                self._passthrough.setdefault(fact[1], set()).add(fact[2])
+        queue = deque(i for i, fact in enumerate(facts) if fact[0] not in ("K", "G", "Q", "P"))
         self._queue = queue
         self._queued = set(queue)
         while queue:
@@ -561,32 +571,50 @@ class ValueFlow:
             (self.extra if extra else self.calls).setdefault(key, set()).add(target)
             self._bind(target, shift, positional, keywords)
             result |= self._read(f"{target}.<return>")
+            for index in sorted(self._passthrough.get(target, ())):
+                passed = self._passed(target, shift, positional, keywords, index)
+                result |= self._read(self.param_location(target, index)) if passed is None else passed
             for location, tests in self._guarded.get(target, ()):
                 if all(self._may_pass(target, shift, positional, keywords, test) for test in tests):
                     result |= self._read(location)
         return result
+
+    def _passed(
+        self, target: str, shift: int, positional: list, keywords: list, index: int
+    ) -> set[str] | frozenset[str] | None:
+        """What this call passes for parameter ``index`` of ``target``; None when that is not
+        known here (a starred argument before it, ``self`` bound elsewhere, left to its default)."""
+        params = self.defs[target][0]
+        slot = index - shift
+        if 0 <= slot < len(positional):
+            return None if any(starred for starred, _ in positional[: slot + 1]) else positional[slot][1]
+        return next((v for name, v in keywords if name == params[index]), None) if slot >= 0 else None
+
+    def handed_back(self, function: str) -> list[int]:
+        """The indexes of the parameters a `return p` of ``function`` hands back."""
+        return sorted(self._passthrough.get(function, ()))
+
+    def param_location(self, function: str, index: int) -> str:
+        """Where parameter ``index`` of ``function`` lives: what every caller passes there."""
+        return f"{function}.<locals>.{self.defs[function][0][index]}"
 
     def _may_pass(self, target: str, shift: int, positional: list, keywords: list, test: tuple) -> bool:
         """Whether this call's argument for the parameter an `isinstance` test names may be an
         instance of the tested classes (`return_guards.may_pass`); not passed, or passed in a
         starred argument: it may."""
         index, classes = test
-        params = self.defs[target][0]
-        slot = index - shift
-        values: set[str] | frozenset[str] = _EMPTY
-        if 0 <= slot < len(positional) and not any(starred for starred, _ in positional[: slot + 1]):
-            values = positional[slot][1]
-        else:
-            values = next((v for name, v in keywords if name == params[index]), _EMPTY)
+        values = self._passed(target, shift, positional, keywords, index) or _EMPTY
         tested = {c for c in self.evaluate(classes) if c in self.names.classes or c[0] == "?"}
         return may_pass(values, tested, self.hierarchy)
 
     def _returns(self, function: str) -> set[str] | frozenset[str]:
         """Everything ``function`` may return, its guarded returns included (a property, an
         iterator protocol: no argument decides them)."""
-        found = set(self._read(f"{function}.<return>"))
-        for location, _ in self._guarded.get(function, ()):
+        found: set[str] = set()
+        for location in [f"{function}.<return>", *(g for g, _ in self._guarded.get(function, ()))]:
             found |= self._read(location)
+        for index in self.handed_back(function):
+            found |= self._read(self.param_location(function, index))
         return found
 
     def _callables(self, values: set[str] | frozenset[str]) -> set[str] | frozenset[str]:

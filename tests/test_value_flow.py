@@ -656,14 +656,24 @@ class Layer:
 
     def gated(self, x):
         return either(self.gate, self.norm)(x)
+
+    def spread(self, x):
+        return checked(*[self.gate])(x)
 """
 
 
 def test_a_helper_that_returns_its_argument_gives_each_call_its_own(write_tree, monkeypatch) -> None:
     """Megatron calls `apply_module(self.norm)(x)` and `apply_module(self.router)(x)`: read
     context-insensitively, the identity helper returns every module it is ever given, and a
-    capture of the norm runs the router. A parameter the helper may rebind is still the union."""
+    capture of the norm runs the router. A parameter the helper may rebind is still the union,
+    and so is an argument a starred call may pass there."""
     graph = _graph(write_tree, monkeypatch, {"main.py": IDENTITY})
     assert graph["main.Layer.normed"] == ["main.Norm.forward", "main.checked"]
     assert graph["main.Layer.routed"] == ["main.Router.forward", "main.checked"]
     assert graph["main.Layer.gated"] == ["main.Gate.forward", "main.Norm.forward", "main.either"]
+    assert graph["main.Layer.spread"] == [
+        "main.Gate.forward",
+        "main.Norm.forward",
+        "main.Router.forward",
+        "main.checked",
+    ]

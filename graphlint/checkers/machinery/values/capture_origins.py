@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from graphlint.checkers.machinery.values.value_containers import is_container
-from graphlint.checkers.machinery.values.value_flow import ValueFlow
+from graphlint.checkers.machinery.values.value_flow import ValueFlow, passed_positionally
 
 _MAX_DEPTH = 12  # sources followed from the captured expression
 _BUDGET = 4000  # sources looked at per callable: past it, unresolved (never guessed)
@@ -539,12 +539,10 @@ def _argument(call: tuple, name: str, slot: int) -> tuple | None:
     ``slot`` or by keyword; None for ``self`` (slot -1), after a starred argument, or when the
     parameter is left to its default."""
     positional, keywords = call[2], call[3]
-    if slot < 0:
+    where = passed_positionally([a is not None and a[0] == "*" for a in positional], slot)
+    if where is None:
         return None
-    if slot < len(positional):
-        starred = any(a is not None and a[0] == "*" for a in positional[: slot + 1])
-        return None if starred else positional[slot]
-    return next((value for key, value in keywords if key == name), None)
+    return positional[slot] if where else next((value for key, value in keywords if key == name), None)
 
 
 def _alternatives(expr: tuple) -> Iterator[tuple]:

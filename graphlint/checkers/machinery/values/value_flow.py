@@ -584,11 +584,12 @@ class ValueFlow:
     ) -> set[str] | frozenset[str] | None:
         """What this call passes for parameter ``index`` of ``target``; None when that is not
         known here (a starred argument before it, ``self`` bound elsewhere, left to its default)."""
-        params = self.defs[target][0]
         slot = index - shift
-        if 0 <= slot < len(positional):
-            return None if any(starred for starred, _ in positional[: slot + 1]) else positional[slot][1]
-        return next((v for name, v in keywords if name == params[index]), None) if slot >= 0 else None
+        where = passed_positionally([starred for starred, _ in positional], slot)
+        if where is None:
+            return None
+        name = self.defs[target][0][index]
+        return positional[slot][1] if where else next((v for key, v in keywords if key == name), None)
 
     def handed_back(self, function: str) -> list[int]:
         """The indexes of the parameters a `return p` of ``function`` hands back."""
@@ -792,3 +793,12 @@ class ValueFlow:
         for part in expr[1:]:
             self.evaluate(part)
         return _EMPTY
+
+
+def passed_positionally(starred: list[bool], slot: int) -> bool | None:
+    """How a call with these positional arguments (each starred or not) passes the parameter at
+    positional ``slot``: True at that position, False by keyword if at all, None when it cannot
+    be told (``self``, slot -1, bound elsewhere; a starred argument at or before it)."""
+    if slot < 0 or any(starred[: slot + 1]):
+        return None
+    return slot < len(starred)

@@ -100,7 +100,7 @@ class ValueFlow:
         self._stored = self._stored_names(facts)
         self._static: dict[str, frozenset[str]] = {}  # names whose value no fact can change
         self._guarded: dict[str, list[tuple[str, tuple]]] = {}  # function -> its guarded returns (`return_guards`)
-        self._passthrough: dict[str, set[int]] = {}  # function -> parameters a `return p` hands back
+        self._passthrough: dict[str, list[int]] = {}  # function -> parameters a `return p` hands back
         self.partialled: set[str] = set()  # functions a `functools.partial` wraps (`call_constants`)
         self._eval: dict[str, Callable[[tuple], set[str] | frozenset[str]]] = {
             "v": lambda e: self._read(e[1]),
@@ -162,7 +162,9 @@ class ValueFlow:
             elif fact[0] == "Q":  # a guarded return (`return_guards`): ``f.<return>#n`` and its tests
                 self._guarded.setdefault(fact[1].rpartition(".<return>#")[0], []).append((fact[1], fact[2]))
             elif fact[0] == "P":  # `return p` (`value_facts._passthrough_params`): the call's own argument
-                self._passthrough.setdefault(fact[1], set()).add(fact[2])
+                handed = self._passthrough.setdefault(fact[1], [])  # each index once: read on every call
+                if fact[2] not in handed:
+                    handed.append(fact[2])
         queue = deque(i for i, fact in enumerate(facts) if fact[0] not in ("K", "G", "Q", "P"))
         self._queue = queue
         self._queued = set(queue)
@@ -571,7 +573,7 @@ class ValueFlow:
             (self.extra if extra else self.calls).setdefault(key, set()).add(target)
             self._bind(target, shift, positional, keywords)
             result |= self._read(f"{target}.<return>")
-            for index in sorted(self._passthrough.get(target, ())):
+            for index in self._passthrough.get(target, ()):
                 passed = self._passed(target, shift, positional, keywords, index)
                 result |= self._read(self.param_location(target, index)) if passed is None else passed
             for location, tests in self._guarded.get(target, ()):
@@ -593,7 +595,7 @@ class ValueFlow:
 
     def handed_back(self, function: str) -> list[int]:
         """The indexes of the parameters a `return p` of ``function`` hands back."""
-        return sorted(self._passthrough.get(function, ()))
+        return self._passthrough.get(function, [])
 
     def param_location(self, function: str, index: int) -> str:
         """Where parameter ``index`` of ``function`` lives: what every caller passes there."""

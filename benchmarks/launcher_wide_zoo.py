@@ -28,6 +28,7 @@ ten minutes); each writes its own JSON.
     python benchmarks/launcher_wide_zoo.py --json out.json [--offset 0 --limit 60]
     python benchmarks/launcher_wide_zoo.py --only timm.levit_128s --dtypes bfloat16   # one row again
     python benchmarks/launcher_wide_zoo.py --costs-only --stride 8 --json times.json  # re-time a sample
+    python benchmarks/launcher_wide_zoo.py --costs-only --same-graph --json t.json   # and on the launcher's graph
 """
 
 from __future__ import annotations
@@ -255,13 +256,59 @@ def copy_path(model, static: tuple):
     return graph, replay
 
 
-def costs(build, make_inputs, dtype, batch: int = 2, aa: bool = False) -> dict:
+def launcher_keeping_inputs(model, sample):
+    """A launcher whose build keeps alive the static input buffers it frees (benchmark only):
+    its graph template still reads them, and `copy_on_launcher_graph` replays a clone of it."""
+    from graphlint.launcher.launcher import ParameterizedLauncher
+
+    class Keeping(ParameterizedLauncher):
+        def _release_static_inputs(self) -> int:
+            self.kept_static_inputs = list(self.inputs)
+            return super()._release_static_inputs()
+
+    return Keeping(model, sample)
+
+
+def copy_on_launcher_graph(launcher):
+    """PyTorch's recipe (copy in, replay, clone out) on the launcher's own kernels: a clone of
+    its graph template, instantiated apart (a template with device-updatable kernel nodes can be
+    instantiated only once) and launched on the current stream. The template is never updated
+    (host-side updates go to the launcher's executable graph, device-side ones to its device
+    copy), so its nodes read the static inputs and write the static outputs of the capture.
+    Against this, the launcher's per-call cost is its method's alone: two captures of one model
+    pick different kernels (the `--aa` runs measured up to 2.4% of GPU busy time), one graph
+    cloned does not."""
+    from graphlint.runtime_sanitizer import driver
+
+    drv = driver.bindings()
+    template = drv.CUgraph(launcher._capture.graph.raw_cuda_graph())
+    clone = driver.ok(drv.cuGraphClone(template))[0]
+    executable = driver.ok(drv.cuGraphInstantiate(clone, 0))[0]
+    static_inputs, static_outputs = launcher.kept_static_inputs, launcher.outputs
+
+    def replay(inputs):
+        for mine, theirs in zip(static_inputs, inputs, strict=True):
+            mine.copy_(theirs)
+        driver.ok(drv.cuGraphLaunch(executable, drv.CUstream(torch.cuda.current_stream().cuda_stream)))
+        return [t.clone() for t in static_outputs]
+
+    def close() -> None:
+        torch.cuda.synchronize()
+        driver.ok(drv.cuGraphExecDestroy(executable))
+        driver.ok(drv.cuGraphDestroy(clone))
+
+    return replay, close
+
+
+def costs(build, make_inputs, dtype, batch: int = 2, aa: bool = False, same_graph: bool = False) -> dict:
     """Per-call GPU/CPU time and pool bytes: the launcher against copy-in / replay / clone-out.
     With ``aa``, the copy path is also timed against itself, interleaved with the other two:
     ``copy_again`` replays the same graph (the clock's noise) and ``copy_recaptured`` a second
     capture of the same model (the noise plus the kernels a capture happens to pick, which the
     launcher's own capture is subject to as well), so a row's launcher/copy ratio can be read
-    against the ratios that no difference in method gives on the same row."""
+    against the ratios that no difference in method gives on the same row. With ``same_graph``,
+    ``copy_launcher_graph`` times the copy recipe on a clone of the launcher's own graph
+    (`copy_on_launcher_graph`): the same kernels, so only the method differs."""
     import launcher_speed
 
     from graphlint.launcher.launcher import ParameterizedLauncher
@@ -271,24 +318,35 @@ def costs(build, make_inputs, dtype, batch: int = 2, aa: bool = False) -> dict:
     with torch.inference_mode():
         static = tuple(t.clone() for t in pool[0])
         graph, replay = copy_path(model, static)
-        launcher = ParameterizedLauncher(model, pool[0])
+        launcher = launcher_keeping_inputs(model, pool[0]) if same_graph else ParameterizedLauncher(model, pool[0])
         launcher_speed.ITERS = 30
         variants = {"copy": replay, "launcher": lambda x: launcher(*x)}
+        close, unmeasured = None, {}
+        if same_graph:
+            try:
+                variants["copy_launcher_graph"], close = copy_on_launcher_graph(launcher)
+            except Exception as error:  # the row keeps its other times, and says why it has none
+                unmeasured["copy_launcher_graph"] = f"not measured: {type(error).__name__}: {str(error)[:120]}"
         if aa:
             variants["copy_again"] = replay
             variants["copy_recaptured"] = copy_path(model, tuple(t.clone() for t in pool[0]))[1]
-        timed = launcher_speed.measure(variants, pool)
+        try:
+            timed = launcher_speed.measure(variants, pool)
+        finally:
+            if close is not None:
+                close()
     copy_pool = launcher_speed.graph_pool_mib(graph)
     launcher_pool = round(launcher._capture.pool_bytes / 2**20, 2)
     kept_inputs = [t for t in launcher.inputs if t is not None]
     again = {
         f"{variant}_{k}": v
-        for variant in ("copy_again", "copy_recaptured")
+        for variant in ("copy_again", "copy_recaptured", "copy_launcher_graph")
         for k, v in timed.get(variant, {}).items()
         if k != "peak_extra_mib"
     }
     return {
         **again,
+        **unmeasured,
         "copy_gpu_us": timed["copy"]["gpu_us"],
         "copy_cpu_us": timed["copy"]["cpu_us"],
         "copy_busy_us": timed["copy"]["busy_us"],
@@ -340,21 +398,30 @@ def divergence(build, make_inputs, dtype, batch: int = 2, calls: int = 3) -> dic
     }
 
 
-def timed_row(build, make_inputs, dtype, aa: bool = False) -> dict:
+def timed_row(build, make_inputs, dtype, aa: bool = False, same_graph: bool = False) -> dict:
     """`--costs-only`: the times and memory of `costs`, no verdict (`zoo_table.merged` lays
     them over the verdict an earlier run gave the row)."""
     try:
-        return {"timed_only": True, **costs(build, make_inputs, dtype, aa=aa)}
+        return {"timed_only": True, **costs(build, make_inputs, dtype, aa=aa, same_graph=same_graph)}
     except Exception as error:
         return {"timed_only": True, "costs": f"not measured: {type(error).__name__}: {str(error)[:120]}"}
 
 
-def run_row(name, build, make_inputs, dtype, max_params: int, costs_only: bool = False, aa: bool = False) -> dict:
+def run_row(
+    name,
+    build,
+    make_inputs,
+    dtype,
+    max_params: int,
+    costs_only: bool = False,
+    aa: bool = False,
+    same_graph: bool = False,
+) -> dict:
     size = sum(p.numel() for p in build().parameters())
     if size > max_params:
         return {"pass": None, "skipped": f"{size / 1e6:.0f}M parameters, over the zoo's cap"}
     if costs_only:
-        return timed_row(build, make_inputs, dtype, aa)
+        return timed_row(build, make_inputs, dtype, aa, same_graph)
     try:
         result = zoo.run_one(name, build, make_inputs, dtype)
     except Exception as error:
@@ -369,7 +436,7 @@ def run_row(name, build, make_inputs, dtype, max_params: int, costs_only: bool =
                 result["divergence"] = f"not measured: {type(error).__name__}: {str(error)[:120]}"
         return result
     try:
-        result.update(costs(build, make_inputs, dtype, aa=aa))
+        result.update(costs(build, make_inputs, dtype, aa=aa, same_graph=same_graph))
     except Exception as error:  # timing is extra: a pass stays a pass, the row says why it has none
         result["costs"] = f"not measured: {type(error).__name__}: {str(error)[:120]}"
     return result
@@ -391,6 +458,11 @@ def main() -> int:
         action="store_true",
         help="also time the copy path against itself: its own graph again, and a second capture",
     )
+    parser.add_argument(
+        "--same-graph",
+        action="store_true",
+        help="also time the copy recipe on a clone of the launcher's own graph (the same kernels)",
+    )
     args = parser.parse_args()
     entries = wide_zoo()
     if args.list:
@@ -404,7 +476,9 @@ def main() -> int:
     for name, build, make_inputs in entries:
         for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:
             key, start = f"{name}[{str(dtype).split('.')[-1]}]", time.perf_counter()
-            results[key] = run_row(name, build, make_inputs, dtype, args.max_params, args.costs_only, args.aa)
+            results[key] = run_row(
+                name, build, make_inputs, dtype, args.max_params, args.costs_only, args.aa, args.same_graph
+            )
             results[key]["seconds"] = round(time.perf_counter() - start, 1)
             row = results[key]
             verdict = "TIMED" if row.get("timed_only") else {None: "SKIP", True: "PASS", False: "FAIL"}[row["pass"]]

@@ -33,6 +33,8 @@ TIMES = (
     "copy_held_mib",
     # `--aa`: the copy path against itself (its own graph again, and a second capture)
     *(f"{variant}_{clock}_us" for variant in NOISE for clock in ("gpu", "cpu", "busy", "host")),
+    # `--same-graph`: the copy recipe on a clone of the launcher's own graph (the same kernels)
+    *(f"copy_launcher_graph_{clock}_us" for clock in ("gpu", "cpu", "busy", "host")),
 )
 
 COLUMNS = (
@@ -120,6 +122,7 @@ def summary(rows: dict[str, dict]) -> list[str]:
                 at_or_below = sum(x <= 1 for x in ratios)
                 out.append(f"- {label}: {at_or_below} of {len(ratios)}, median {statistics.median(ratios):.3f}")
         out.extend(_noise(timed))
+        out.extend(_same_graph(timed))
         held = [r for r in timed if "copy_held_mib" in r]
         if held:
             # the static inputs each path keeps: the pools are one graph's either way (a first
@@ -152,6 +155,30 @@ def _noise(timed: list[dict]) -> list[str]:
                 f"- {label}, the copy path against itself ({what}): {sum(x <= 1 for x in again)} of "
                 f"{len(again)} at or below, median {statistics.median(again):.3f}, from {again[0]:.3f} to "
                 f"{again[-1]:.3f}; the launcher on the same rows: {sum(x <= 1 for x in mine)} of {len(mine)}"
+            )
+    return out
+
+
+def _same_graph(timed: list[dict]) -> list[str]:
+    """The launcher against the copy recipe on a clone of its own graph, on the rows a
+    `--same-graph` run timed: the same kernels on both sides, so the count says what the
+    method costs, without the kernels two captures happen to pick (`_noise`)."""
+    out = []
+    for label, key in (
+        ("GPU busy time", "busy_us"),
+        ("GPU latency from an idle device", "gpu_us"),
+        ("CPU time of the calling thread", "host_us"),
+    ):
+        ratios = sorted(
+            r[f"launcher_{key}"] / r[f"copy_launcher_graph_{key}"]
+            for r in timed
+            if r.get(f"launcher_{key}") and r.get(f"copy_launcher_graph_{key}")
+        )
+        if ratios:
+            out.append(
+                f"- {label}, the launcher against the copy recipe on its own graph: {sum(x <= 1 for x in ratios)} "
+                f"of {len(ratios)} at or below, median {statistics.median(ratios):.3f}, from {ratios[0]:.3f} to "
+                f"{ratios[-1]:.3f}"
             )
     return out
 

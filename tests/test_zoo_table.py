@@ -101,3 +101,22 @@ def test_the_copy_path_against_itself_is_counted_beside_the_launcher_on_the_same
         "from 0.990 to 1.020; the launcher on the same rows: 1 of 2"
     ) in summary
     assert "the same graph" not in summary and "GPU busy time: 2 of 3" in summary
+
+
+def test_the_launcher_is_counted_against_the_copy_recipe_on_its_own_graph(tmp_path: Path) -> None:
+    """A `--same-graph` run's rows compare the launcher with the copy recipe replayed on a clone
+    of the launcher's graph (the same kernels): the summary counts those rows alone, apart from
+    the count against the copy path's own capture, and a row without the variant is left out."""
+    scored = _write(tmp_path / "scored.json", {f"m.{n}[float32]": {"pass": True, **_times(9.0, 10.0)} for n in "abc"})
+    same = {
+        "m.a[float32]": {"timed_only": True, **_times(9.0, 10.0), "copy_launcher_graph_busy_us": 10.8},
+        "m.b[float32]": {"timed_only": True, **_times(9.0, 10.0), "copy_launcher_graph_busy_us": 8.25},
+    }
+    same["m.a[float32]"]["launcher_busy_us"] = 11.2  # above its own capture's copy path (11.0)
+    rows = zoo_table.merged([scored, _write(tmp_path / "same.json", same)], [])
+    summary = "\n".join(zoo_table.summary(rows))
+    assert "GPU busy time: 2 of 3" in summary
+    assert (
+        "GPU busy time, the launcher against the copy recipe on its own graph: 1 of 2 at or below, "
+        "median 1.003, from 0.970 to 1.037"
+    ) in summary

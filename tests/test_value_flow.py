@@ -677,3 +677,52 @@ def test_a_helper_that_returns_its_argument_gives_each_call_its_own(write_tree, 
         "main.Router.forward",
         "main.checked",
     ]
+
+
+REDEFINED = """\
+class Norm:
+    def forward(self, x):
+        return x
+
+
+class Router:
+    def forward(self, x):
+        return x
+
+
+def pick(first, second, third):  # an overload a dispatch decorator registers
+    return third
+
+
+def pick(module):
+    return module
+
+
+def build(a, b, kind):
+    if isinstance(kind, Norm):
+        return Router()
+    return Norm()
+
+
+def build(kind):
+    return Norm()
+
+
+def run(x):
+    return pick(Norm())(x)
+
+
+def made(x):
+    return build(Norm())(x)
+"""
+
+
+def test_a_function_defined_twice_reads_its_parameters_by_name(write_tree, monkeypatch) -> None:
+    """A qualname defined twice (overloads under a dispatch decorator, as in torch.fx's
+    unification code) keeps the last definition's parameters; a `return p` or an `isinstance`
+    guard of the other definition names a parameter by position there, which crashed the solver
+    (IndexError: each such file became an internal error) or read the wrong argument. By name, a
+    parameter the kept definition lacks decides nothing, and the file is still analysed."""
+    graph = _graph(write_tree, monkeypatch, {"main.py": REDEFINED})
+    assert graph["main.run"] == ["main.Norm.forward", "main.pick"]
+    assert graph["main.made"] == ["main.Norm.forward", "main.Router.forward", "main.build"]

@@ -525,10 +525,10 @@ class CaptureOrigins:
         back = self.flow.handed_back(function)
         plain = f"{function}.<return>"
         reasons = [self._location(plain, depth + 1, seen)] if plain in self._assigned or not back else []
-        for index in back:
-            argument = _argument(call, self.flow.defs[function][0][index], index - shift)
+        for name, index in back:
+            argument = None if index is None else _argument(call, name, index - shift)
             if argument is None:
-                reasons.append(self._location(self.flow.param_location(function, index), depth + 1, seen))
+                reasons.append(self._location(self.flow.param_location(function, name), depth + 1, seen))
             else:
                 reasons.append(self._origin(argument, depth + 1, seen))
         return reasons

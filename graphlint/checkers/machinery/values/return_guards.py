@@ -10,7 +10,7 @@ followed came only through that wrong link, all of them false.
 The file phase (`value_facts`) records a `return` under positive `isinstance(param, C)` tests
 on the function's parameters (in `if` tests, alone or among `and`'s operands; not where the
 function rebinds the parameter) at a location of its own, ``f.<return>#n``, with a
-``("Q", location, ((parameter index, classes expr), ...))`` fact. The solver (`value_flow`)
+``("Q", location, ((parameter name, classes expr), ...))`` fact. The solver (`value_flow`)
 gives a call that location's values only when each argument it passes for a tested parameter
 may be an instance of the tested classes (`may_pass`); a call whose argument holds nothing yet,
 or something other than instances the project defines, gets them as before.
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from graphlint.checkers.machinery.core.syntax import FUNCTION_NODES
 from graphlint.checkers.machinery.values.class_hierarchy import ClassHierarchy
 
-Guard = tuple[int, ast.expr]  # (the tested parameter's index, the classes expression)
+Guard = tuple[str, ast.expr]  # (the tested parameter, the classes expression)
 
 
 def return_guards(body: list[ast.stmt], params: tuple[str, ...], rebound: set[str]) -> dict[int, tuple[Guard, ...]]:
@@ -48,9 +48,7 @@ def return_guards(body: list[ast.stmt], params: tuple[str, ...], rebound: set[st
 
 def _tests(test: ast.expr, params: tuple[str, ...], rebound: set[str]) -> tuple[Guard, ...]:
     return tuple(
-        (params.index(name.id), classes)
-        for name, classes in isinstance_tests(test)
-        if name.id in params and name.id not in rebound
+        (name.id, classes) for name, classes in isinstance_tests(test) if name.id in params and name.id not in rebound
     )
 
 

@@ -45,10 +45,13 @@ Facts are ("=", target, expr) (a target is a "v", "g", "a", "[" or ":" expressio
 ("{", expr): `d.update(other)`, key by key), ("x", expr), ("K", location, key): a module
 global bound once, to a constant, and ("G", location, class expr): a parameter a leading
 `if not isinstance(p, C): raise` checks (for `capture_origins`; the solver skips it), and
-("Q", location, ((parameter index, classes expr), ...)): a return under `isinstance` tests on
+("Q", location, ((parameter name, classes expr), ...)): a return under `isinstance` tests on
 the function's parameters, stored at ``f.<return>#n`` (`return_guards`), and ("P", function,
-index): a `return p` of a parameter the function never rebinds, which gives each call the
-argument it passed there (not what every caller passes: `_passthrough_params`).
+name): a `return p` of a parameter the function never rebinds, which gives each call the
+argument it passed there (not what every caller passes: `_passthrough_params`). Both name the
+parameter, not its position: a qualname defined twice (overloads under a dispatch decorator,
+a definition in each arm of an `if`) keeps one definition's parameters in `flow_defs`, and the
+solver reads the name in those.
 Definitions are kept as `flow_defs`: qualname -> (params, positional count, *args, **kwargs,
 kind), kind "f" function, "m" method, "s" staticmethod, "c" classmethod, "p" property.
 """
@@ -132,7 +135,7 @@ class _Scope:
     imports: dict[str, str] = field(default_factory=dict)  # names only a late import binds -> dotted
     return_guards: dict[int, tuple[Guard, ...]] = field(default_factory=dict)  # return_guards: id(return) -> tests
     guarded: int = 0  # guarded returns recorded so far (their locations' numbers)
-    passthrough: dict[str, int] = field(default_factory=dict)  # parameters never rebound -> index
+    passthrough: frozenset[str] = frozenset()  # parameters never rebound: a `return p` hands them back
 
     def loc(self, name: str) -> str:
         if self.kind == "function":
@@ -254,7 +257,7 @@ class FactRecorder:
             self._effect(scope, stmt.value)
         elif isinstance(stmt, ast.Return):
             if isinstance(stmt.value, ast.Name) and stmt.value.id in scope.passthrough:
-                self.facts.append(("P", scope.qualname, scope.passthrough[stmt.value.id]))
+                self.facts.append(("P", scope.qualname, stmt.value.id))
             elif stmt.value is not None:
                 self._returned(scope, self.ex(scope, stmt.value), scope.return_guards.get(id(stmt), ()))
         elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
@@ -303,8 +306,8 @@ class FactRecorder:
         if value is None or scope.kind != "function":
             return
         location = f"{scope.qualname}.<return>"
-        tests = tuple((index, self._classes(scope, classes)) for index, classes in guards)
-        tests = tuple((index, classes) for index, classes in tests if classes is not None)
+        tests = tuple((name, self._classes(scope, classes)) for name, classes in guards)
+        tests = tuple((name, classes) for name, classes in tests if classes is not None)
         if tests:
             scope.guarded += 1
             location = self.intern(f"{location}#{scope.guarded}")
@@ -1120,21 +1123,20 @@ def _assigned_in(body: list[ast.stmt]) -> set[str]:
 
 def _passthrough_params(
     node: ast.FunctionDef | ast.AsyncFunctionDef, params: tuple[str, ...], assigned: set[str]
-) -> dict[str, int]:
-    """The parameters a `return p` hands back to each caller as its own argument (index in
-    ``params``): never rebound in the body, by a walrus or by a nested function's `nonlocal`,
+) -> frozenset[str]:
+    """The parameters a `return p` hands back to each caller as its own argument: never rebound in the body, by a walrus or by a nested function's `nonlocal`,
     in a function that is no generator (whose `return` value never reaches the caller).
     Typed identity helpers (Megatron's `apply_module(m)`, `not_none(x)`) are called with
     every module of a project: read context-insensitively, their return would be all of them."""
     rebound = set(assigned)
     for inner in ast.walk(node):
         if isinstance(inner, (ast.Yield, ast.YieldFrom)):
-            return {}
+            return frozenset()
         if isinstance(inner, ast.Nonlocal):
             rebound.update(inner.names)
         elif isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name):
             rebound.add(inner.target.id)
-    return {name: index for index, name in enumerate(params) if name not in rebound}
+    return frozenset(params) - rebound
 
 
 def _starred(target: ast.Tuple | ast.List) -> bool:

@@ -100,7 +100,9 @@ class ValueFlow:
         self._stored = self._stored_names(facts)
         self._static: dict[str, frozenset[str]] = {}  # names whose value no fact can change
         self._guarded: dict[str, list[tuple[str, tuple]]] = {}  # function -> its guarded returns (`return_guards`)
-        self._passthrough: dict[str, list[int]] = {}  # function -> parameters a `return p` hands back
+        # function -> (name, index) of the parameters a `return p` hands back; the index is
+        # None where the definition `defs` kept has no such parameter (`_param_index`)
+        self._passthrough: dict[str, list[tuple[str, int | None]]] = {}
         self.partialled: set[str] = set()  # functions a `functools.partial` wraps (`call_constants`)
         self._eval: dict[str, Callable[[tuple], set[str] | frozenset[str]]] = {
             "v": lambda e: self._read(e[1]),
@@ -160,11 +162,13 @@ class ValueFlow:
             if fact[0] == "K":
                 self._constants[fact[1]] = fact[2] if fact[1] not in self._constants else None
             elif fact[0] == "Q":  # a guarded return (`return_guards`): ``f.<return>#n`` and its tests
-                self._guarded.setdefault(fact[1].rpartition(".<return>#")[0], []).append((fact[1], fact[2]))
+                function = fact[1].rpartition(".<return>#")[0]
+                tests = tuple((self._param_index(function, name), classes) for name, classes in fact[2])
+                self._guarded.setdefault(function, []).append((fact[1], tests))
             elif fact[0] == "P":  # `return p` (`value_facts._passthrough_params`): the call's own argument
-                handed = self._passthrough.setdefault(fact[1], [])  # each index once: read on every call
-                if fact[2] not in handed:
-                    handed.append(fact[2])
+                handed = self._passthrough.setdefault(fact[1], [])  # each once: read on every call
+                if all(name != fact[2] for name, _ in handed):
+                    handed.append((fact[2], self._param_index(fact[1], fact[2])))
         queue = deque(i for i, fact in enumerate(facts) if fact[0] not in ("K", "G", "Q", "P"))
         self._queue = queue
         self._queued = set(queue)
@@ -573,9 +577,9 @@ class ValueFlow:
             (self.extra if extra else self.calls).setdefault(key, set()).add(target)
             self._bind(target, shift, positional, keywords)
             result |= self._read(f"{target}.<return>")
-            for index in self._passthrough.get(target, ()):
-                passed = self._passed(target, shift, positional, keywords, index)
-                result |= self._read(self.param_location(target, index)) if passed is None else passed
+            for name, index in self._passthrough.get(target, ()):
+                passed = None if index is None else self._passed(target, shift, positional, keywords, index)
+                result |= self._read(self.param_location(target, name)) if passed is None else passed
             for location, tests in self._guarded.get(target, ()):
                 if all(self._may_pass(target, shift, positional, keywords, test) for test in tests):
                     result |= self._read(location)
@@ -593,19 +597,30 @@ class ValueFlow:
         name = self.defs[target][0][index]
         return positional[slot][1] if where else next((v for key, v in keywords if key == name), None)
 
-    def handed_back(self, function: str) -> list[int]:
-        """The indexes of the parameters a `return p` of ``function`` hands back."""
+    def handed_back(self, function: str) -> list[tuple[str, int | None]]:
+        """The parameters a `return p` of ``function`` hands back: name, and index where known."""
         return self._passthrough.get(function, [])
 
-    def param_location(self, function: str, index: int) -> str:
-        """Where parameter ``index`` of ``function`` lives: what every caller passes there."""
-        return f"{function}.<locals>.{self.defs[function][0][index]}"
+    @staticmethod
+    def param_location(function: str, name: str) -> str:
+        """Where parameter ``name`` of ``function`` lives: what every caller passes there."""
+        return f"{function}.<locals>.{name}"
+
+    def _param_index(self, function: str, name: str) -> int | None:
+        """The position of parameter ``name`` in the definition of ``function`` that `defs`
+        kept; None when that definition has no such parameter: a qualname defined twice (a
+        dispatch decorator's overloads) keeps the last definition's parameters, and a fact of
+        another definition read by position there named the wrong parameter, or none."""
+        params = self.defs.get(function, ((),))[0]
+        return params.index(name) if name in params else None
 
     def _may_pass(self, target: str, shift: int, positional: list, keywords: list, test: tuple) -> bool:
         """Whether this call's argument for the parameter an `isinstance` test names may be an
         instance of the tested classes (`return_guards.may_pass`); not passed, or passed in a
         starred argument: it may."""
         index, classes = test
+        if index is None:
+            return True  # the definition kept has no such parameter: nothing decides it
         values = self._passed(target, shift, positional, keywords, index) or _EMPTY
         tested = {c for c in self.evaluate(classes) if c in self.names.classes or c[0] == "?"}
         return may_pass(values, tested, self.hierarchy)
@@ -616,8 +631,8 @@ class ValueFlow:
         found: set[str] = set()
         for location in [f"{function}.<return>", *(g for g, _ in self._guarded.get(function, ()))]:
             found |= self._read(location)
-        for index in self.handed_back(function):
-            found |= self._read(self.param_location(function, index))
+        for name, _ in self.handed_back(function):
+            found |= self._read(self.param_location(function, name))
         return found
 
     def _callables(self, values: set[str] | frozenset[str]) -> set[str] | frozenset[str]:

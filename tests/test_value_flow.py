@@ -614,19 +614,7 @@ def test_iter_and_list_of_an_object_give_what_iterating_it_gives_not_the_object(
     assert project["iterated.generated"] == []
 
 
-IDENTITY = """\
-def checked(module, *, strict=True):
-    if strict and not hasattr(module, "forward"):
-        raise TypeError(module)
-    return module
-
-
-def either(module, fallback):
-    if module is None:
-        module = fallback
-    return module
-
-
+MODULES = """\
 class Norm:
     def forward(self, x):
         return x
@@ -640,7 +628,25 @@ class Router:
 class Gate:
     def forward(self, x):
         return x
+"""
 
+IDENTITY = (
+    """\
+def checked(module, *, strict=True):
+    if strict and not hasattr(module, "forward"):
+        raise TypeError(module)
+    return module
+
+
+def either(module, fallback):
+    if module is None:
+        module = fallback
+    return module
+
+
+"""
+    + MODULES
+    + """
 
 class Layer:
     def __init__(self):
@@ -660,6 +666,7 @@ class Layer:
     def spread(self, x):
         return checked(*[self.gate])(x)
 """
+)
 
 
 def test_a_helper_that_returns_its_argument_gives_each_call_its_own(write_tree, monkeypatch) -> None:
@@ -679,16 +686,9 @@ def test_a_helper_that_returns_its_argument_gives_each_call_its_own(write_tree, 
     ]
 
 
-REDEFINED = """\
-class Norm:
-    def forward(self, x):
-        return x
-
-
-class Router:
-    def forward(self, x):
-        return x
-
+REDEFINED = (
+    MODULES
+    + """
 
 def pick(first, second, third):  # an overload a dispatch decorator registers
     return third
@@ -715,6 +715,7 @@ def run(x):
 def made(x):
     return build(Norm())(x)
 """
+)
 
 
 def test_a_function_defined_twice_reads_its_parameters_by_name(write_tree, monkeypatch) -> None:

@@ -271,6 +271,18 @@ def _names_own_attr(target: ast.expr, owners: frozenset[str]) -> TypeGuard[ast.A
     return isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in owners
 
 
+def _new_own_attrs(stmt: ast.stmt, owners: frozenset[str], attrs: dict[str, T.Ty]) -> list[ast.Attribute]:
+    """The class's own attributes ``stmt`` assigns that have no kind in ``attrs`` yet; none for
+    `self.x_t = None` in __init__, whose kind comes from what is assigned later."""
+    if isinstance(stmt, ast.Assign) and not is_none(stmt.value):
+        targets = stmt.targets
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        targets = [stmt.target]
+    else:
+        return []
+    return [target for target in targets if _names_own_attr(target, owners) and target.attr not in attrs]
+
+
 def _method_attr_kinds(
     st: ModuleState,
     qualname: str,
@@ -280,19 +292,16 @@ def _method_attr_kinds(
 ) -> None:
     """The kinds ``method`` of class ``node`` gives its attributes, into ``attrs`` (the first
     assignment seen wins: `__init__` is read first)."""
-    walker = FunctionWalker(st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False)
     owners = _own_class_names(node, method)
-    for stmt in statements(method.body):
-        if isinstance(stmt, ast.Assign) and is_none(stmt.value):
-            continue  # `self.x_t = None` in __init__: the kind comes from what is assigned later
-        if isinstance(stmt, ast.Assign):
-            ty = None
-            for target in stmt.targets:
-                if _names_own_attr(target, owners) and target.attr not in attrs:
-                    ty = ty or walker.ty(stmt.value)
-                    if ty is not None:
-                        attrs[target.attr] = ty
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None and _names_own_attr(stmt.target, owners):
-            ty = walker.ty(stmt.value) or walker.annotation_ty(stmt.annotation)
-            if ty is not None:
-                attrs.setdefault(stmt.target.attr, ty)
+    assigning = [stmt for stmt in statements(method.body) if _new_own_attrs(stmt, owners, attrs)]
+    if not assigning:
+        return  # most methods assign no new attribute: no walker (its set-up reads the whole body)
+    walker = FunctionWalker(st, f"{qualname}.{method.name}", method.name, qualname, method, outer=None, record=False)
+    for stmt in assigning:
+        assert isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None  # `_new_own_attrs`
+        ty = walker.ty(stmt.value)
+        if ty is None and isinstance(stmt, ast.AnnAssign):
+            ty = walker.annotation_ty(stmt.annotation)
+        if ty is not None:
+            for target in _new_own_attrs(stmt, owners, attrs):  # an earlier statement may have given it
+                attrs[target.attr] = ty

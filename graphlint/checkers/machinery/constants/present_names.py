@@ -100,7 +100,7 @@ def present_names(
     candidates = _candidates(function, lines, values, wanted)
     never = (
         name
-        for name in (*_never_none_locals(function, lines, values), *_declared_not_none(function, lines))
+        for name in (*_never_none_locals(function, lines, values), *_declared_not_none(function, lines, source))
         if name in candidates
     )
     found: Spans = {name: [(0, sys.maxsize)] for name in never}
@@ -256,7 +256,9 @@ def _never_none_locals(
             yield name
 
 
-def _declared_not_none(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: dict[str, list[int]]) -> Iterator[str]:
+def _declared_not_none(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, lines: dict[str, list[int]], source: Sequence[str] = ()
+) -> Iterator[str]:
     """Parameters the signature declares never None and the body never rebinds:
     `metadata: VisionMetadata`, `values: dict[str, Tensor]`. A type checker holds every caller
     to that. An annotation that admits None (`Optional[...]`, `X | None`, `Any`, `object`, a bare
@@ -277,18 +279,31 @@ def _declared_not_none(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: 
         and _excludes_none(arg.annotation)
     }
     if declared:
-        yield from sorted(declared.difference(_compared_with_none(function)))
+        yield from sorted(declared.difference(_compared_with_none(function, source)))
 
 
-def _compared_with_none(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    """The names the function's own body compares with None (`p is None`, `None != p`)."""
+def _compared_with_none(function: ast.FunctionDef | ast.AsyncFunctionDef, source: Sequence[str] = ()) -> set[str]:
+    """The names the function's own body compares with None (`p is None`, `None != p`). The
+    module's lines, when given, spare the walk of a body whose text never spells `None`."""
     found: set[str] = set()
+    if source and not _spells_none(function, source):
+        return found
     for node in ast.walk(function):
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             pair = (node.left, node.comparators[0])
             if any(map(is_none, pair)):
                 found.update(side.id for side in pair if isinstance(side, ast.Name))
     return found
+
+
+def _spells_none(function: ast.FunctionDef | ast.AsyncFunctionDef, source: Sequence[str]) -> bool:
+    """Whether a line of the function's body has `None` in it (the decorators of a nested
+    definition that opens it included; the signature left out: its `x=None` defaults are no
+    comparison, and would make most functions spell it)."""
+    first = function.body[0]
+    start = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", ()))])
+    last = min(function.end_lineno or function.lineno, len(source))
+    return any("None" in source[line - 1] for line in range(start, last + 1))
 
 
 _ADMITS_NONE = frozenset({"Any", "object", "Optional", "None", "NoneType", "TypeVar"})

@@ -1124,8 +1124,9 @@ def _assigned_in(body: list[ast.stmt]) -> set[str]:
 def _passthrough_params(
     node: ast.FunctionDef | ast.AsyncFunctionDef, params: tuple[str, ...], assigned: set[str]
 ) -> frozenset[str]:
-    """The parameters a `return p` hands back to each caller as its own argument: never rebound in the body, by a walrus or by a nested function's `nonlocal`,
-    in a function that is no generator (whose `return` value never reaches the caller).
+    """The parameters a `return p` hands back to each caller as its own argument: never
+    rebound in the body, by a walrus or by a nested function's `nonlocal`, in a function that
+    is no generator (whose `return` value never reaches the caller).
     Typed identity helpers (Megatron's `apply_module(m)`, `not_none(x)`) are called with
     every module of a project: read context-insensitively, their return would be all of them."""
     rebound = set(assigned)

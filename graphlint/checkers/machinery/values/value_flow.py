@@ -163,7 +163,7 @@ class ValueFlow:
                 self._constants[fact[1]] = fact[2] if fact[1] not in self._constants else None
             elif fact[0] == "Q":  # a guarded return (`return_guards`): ``f.<return>#n`` and its tests
                 function = fact[1].rpartition(".<return>#")[0]
-                tests = tuple((self._param_index(function, name), classes) for name, classes in fact[2])
+                tests = tuple((name, self._param_index(function, name), classes) for name, classes in fact[2])
                 self._guarded.setdefault(function, []).append((fact[1], tests))
             elif fact[0] == "P":  # `return p` (`value_facts._passthrough_params`): the call's own argument
                 handed = self._passthrough.setdefault(fact[1], [])  # each once: read on every call
@@ -578,23 +578,23 @@ class ValueFlow:
             self._bind(target, shift, positional, keywords)
             result |= self._read(f"{target}.<return>")
             for name, index in self._passthrough.get(target, ()):
-                passed = None if index is None else self._passed(target, shift, positional, keywords, index)
+                passed = None if index is None else self._passed(shift, positional, keywords, name, index)
                 result |= self._read(self.param_location(target, name)) if passed is None else passed
             for location, tests in self._guarded.get(target, ()):
-                if all(self._may_pass(target, shift, positional, keywords, test) for test in tests):
+                if all(self._may_pass(shift, positional, keywords, test) for test in tests):
                     result |= self._read(location)
         return result
 
+    @staticmethod
     def _passed(
-        self, target: str, shift: int, positional: list, keywords: list, index: int
+        shift: int, positional: list, keywords: list, name: str, index: int
     ) -> set[str] | frozenset[str] | None:
-        """What this call passes for parameter ``index`` of ``target``; None when that is not
+        """What this call passes for the callee's parameter ``name`` (at ``index``); None when that is not
         known here (a starred argument before it, ``self`` bound elsewhere, left to its default)."""
         slot = index - shift
         where = passed_positionally([starred for starred, _ in positional], slot)
         if where is None:
             return None
-        name = self.defs[target][0][index]
         return positional[slot][1] if where else next((v for key, v in keywords if key == name), None)
 
     def handed_back(self, function: str) -> list[tuple[str, int | None]]:
@@ -614,14 +614,14 @@ class ValueFlow:
         params = self.defs.get(function, ((),))[0]
         return params.index(name) if name in params else None
 
-    def _may_pass(self, target: str, shift: int, positional: list, keywords: list, test: tuple) -> bool:
+    def _may_pass(self, shift: int, positional: list, keywords: list, test: tuple) -> bool:
         """Whether this call's argument for the parameter an `isinstance` test names may be an
         instance of the tested classes (`return_guards.may_pass`); not passed, or passed in a
         starred argument: it may."""
-        index, classes = test
+        name, index, classes = test
         if index is None:
             return True  # the definition kept has no such parameter: nothing decides it
-        values = self._passed(target, shift, positional, keywords, index) or _EMPTY
+        values = self._passed(shift, positional, keywords, name, index) or _EMPTY
         tested = {c for c in self.evaluate(classes) if c in self.names.classes or c[0] == "?"}
         return may_pass(values, tested, self.hierarchy)
 

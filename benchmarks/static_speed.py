@@ -15,12 +15,13 @@ download them) the same way: real frameworks, whose captures and cross-file reac
 more than the torch tree's. The graphlint timed is the one `python -m graphlint` imports
 from the current directory and PYTHONPATH: run from outside a checkout to time another.
 
-    python benchmarks/static_speed.py --baseline ../old-tree [--rounds 3]
+    python benchmarks/static_speed.py --baseline ../old-tree [--rounds 3] [--follow-values]
 
 --baseline compares two trees of graphlint on a box too noisy for one run of each: each
 round times the parse floor, then a cold --jobs 1 run of the baseline tree and of this one,
 back to back, and the table gives each round's ratios and their medians, so a change is
-judged against a baseline measured minutes, not sessions, apart.
+judged against a baseline measured minutes, not sessions, apart. With --follow-values both
+trees' runs follow values.
 """
 
 from __future__ import annotations
@@ -144,8 +145,9 @@ def graphlint(
     return time.perf_counter() - start, children_cpu() - cpu
 
 
-def compare(trees: list[Path], files: list[str], baseline: Path, rounds: int) -> dict:
-    """Per round: the parse floor, then cold --jobs 1 of the baseline tree and of this one."""
+def compare(trees: list[Path], files: list[str], baseline: Path, rounds: int, *extra: str) -> dict:
+    """Per round: the parse floor, then cold --jobs 1 of the baseline tree and of this one
+    (``extra``: options both runs take, `--follow-values` to compare that mode)."""
     here = Path(__file__).resolve().parent.parent
     table: dict[str, list[float]] = {"floor": [], "baseline": [], "this": []}
     cache = Path(tempfile.mkdtemp(prefix="graphlint-bench-cache-"))
@@ -155,7 +157,7 @@ def compare(trees: list[Path], files: list[str], baseline: Path, rounds: int) ->
             table["floor"].append(timed(lambda: parse_floor(files))[0])
             for name, source in (("baseline", baseline.resolve()), ("this", here)):
                 output = cache / f"{name}{index}.json"
-                table[name].append(graphlint(trees, cache / f"{name}{index}", 1, output, source=source)[0])
+                table[name].append(graphlint(trees, cache / f"{name}{index}", 1, output, *extra, source=source)[0])
             print(
                 f"round {index + 1}: floor {table['floor'][-1]:.1f}s, baseline {table['baseline'][-1]:.1f}s, "
                 f"this {table['this'][-1]:.1f}s",
@@ -171,7 +173,7 @@ def compare(trees: list[Path], files: list[str], baseline: Path, rounds: int) ->
     medians = {name: statistics.median(values) for name, values in ratios.items()}
     for name, value in medians.items():
         print(f"{name:<20} median {value:.3f}  rounds {', '.join(f'{v:.3f}' for v in ratios[name])}")
-    return {"seconds": table, "ratios": ratios, "medians": medians, "baseline": str(baseline)}
+    return {"seconds": table, "ratios": ratios, "medians": medians, "baseline": str(baseline), "options": list(extra)}
 
 
 def main() -> int:
@@ -184,7 +186,7 @@ def main() -> int:
     parser.add_argument(
         "--follow-values",
         action="store_true",
-        help="also time cold and one-file-changed runs of `check --follow-values`",
+        help="also time cold and one-file-changed runs of `check --follow-values` (with --baseline: compare that mode)",
     )
     parser.add_argument(
         "--baseline", type=Path, metavar="TREE", help="a graphlint tree to compare with, round by round"
@@ -196,7 +198,8 @@ def main() -> int:
     trees = [tree.resolve() for tree in trees]
     files = sorted(f for tree in trees for f in glob.glob(str(tree / "**" / "*.py"), recursive=True))
     if args.baseline is not None:
-        compared = compare(trees, files, args.baseline, args.rounds)
+        extra = ("--follow-values",) if args.follow_values else ()
+        compared = compare(trees, files, args.baseline, args.rounds, *extra)
         if args.json:
             Path(args.json).write_text(json.dumps({"files": len(files), "cpus": os.cpu_count(), **compared}, indent=2))
         return 0

@@ -135,7 +135,9 @@ class _Scope:
     imports: dict[str, str] = field(default_factory=dict)  # names only a late import binds -> dotted
     return_guards: dict[int, tuple[Guard, ...]] = field(default_factory=dict)  # return_guards: id(return) -> tests
     guarded: int = 0  # guarded returns recorded so far (their locations' numbers)
-    passthrough: frozenset[str] = frozenset()  # parameters never rebound: a `return p` hands them back
+    function: ast.FunctionDef | ast.AsyncFunctionDef | None = None  # the scope's own definition
+    assigned: set[str] = field(default_factory=set)  # names the function's body binds
+    passthrough: frozenset[str] | None = None  # `_passthrough_params`, read at its first `return p`
 
     def loc(self, name: str) -> str:
         if self.kind == "function":
@@ -256,7 +258,7 @@ class FactRecorder:
         elif isinstance(stmt, ast.Expr):
             self._effect(scope, stmt.value)
         elif isinstance(stmt, ast.Return):
-            if isinstance(stmt.value, ast.Name) and stmt.value.id in scope.passthrough:
+            if isinstance(stmt.value, ast.Name) and self._hands_back(scope, stmt.value.id):
                 self.facts.append(("P", scope.qualname, stmt.value.id))
             elif stmt.value is not None:
                 self._returned(scope, self.ex(scope, stmt.value), scope.return_guards.get(id(stmt), ()))
@@ -299,6 +301,18 @@ class FactRecorder:
         value = self.ex(scope, node)
         if value is not None and value[0] != "v" and value[0] != "d":
             self.facts.append(("x", value))
+
+    def _hands_back(self, scope: _Scope, name: str) -> bool:
+        """Whether `return name` hands the caller's own argument back (`_passthrough_params`).
+        Worked out at the function's first `return param`: most functions never return a bare
+        parameter, and the walk reads the whole body, nested definitions included (on torch's
+        tree, 4.9M nodes when every function was walked)."""
+        function = scope.function
+        if function is None or name not in self.defs[scope.qualname][0]:
+            return False
+        if scope.passthrough is None:
+            scope.passthrough = _passthrough_params(function, self.defs[scope.qualname][0], scope.assigned)
+        return name in scope.passthrough
 
     def _returned(self, scope: _Scope, value: Expr | None, guards: tuple[Guard, ...] = ()) -> None:
         """What the function returns; under `isinstance` tests on its parameters, at a location
@@ -442,7 +456,7 @@ class FactRecorder:
         self._declared |= inner.globals
         assigned = _assigned_in(node.body)
         inner.return_guards = return_guards(node.body, self.defs[qualname][0], assigned)
-        inner.passthrough = _passthrough_params(node, self.defs[qualname][0], assigned)
+        inner.function, inner.assigned = node, assigned
         if kind == "m" and inner.self_loc is not None:
             self.facts.append(("=", ("v", inner.self_loc), ("i", scope.qualname)))
         elif kind == "c" and inner.self_loc is not None:

@@ -47,6 +47,8 @@ MAX_VALUES = 16  # a location that may hold more is too imprecise to call throug
 # `SupportsEncoderCudaGraph` has 21): twice that.
 MAX_DECLARED = 2 * MAX_VALUES
 _CONES = "+&"
+# `ValueFlow._lookup`: the class locations read, then the method found (or None), its kind, its class
+_Lookup = tuple[tuple[str, ...], str | None, str, str]
 _MAX_OUTSIDE_DEPTH = 6  # `?torch.nn.functional.relu`: dots in an outside name we still follow
 # Outside calls that never reorder a list passed to them (any other may: `random.shuffle(xs)`).
 _KEEPS_ORDER = frozenset(
@@ -72,6 +74,12 @@ class ProjectNames(Protocol):
     def class_chain(self, class_qualname: str) -> Iterator[ClassSummary]: ...
 
 
+def _limit(kind: str) -> int:
+    """How many values a cone may give (``&``: `MAX_VALUES`; ``+``, a declared type's cone:
+    `MAX_DECLARED`) before it gives none."""
+    return MAX_VALUES if kind == "&" else MAX_DECLARED
+
+
 class ValueFlow:
     """The solved value flow of a project: the values at each location and each call's callees."""
 
@@ -93,6 +101,7 @@ class ValueFlow:
         self._resolved: dict[str, str | None] = {}
         self._saturated: set[str] = set()
         self._chains: dict[str, tuple[ClassSummary, ...]] = {}
+        self._lookups: dict[tuple[str, str, str | None], _Lookup] = {}  # `_lookup`, memoised
         self._hierarchy: ClassHierarchy | None = None
         self._constants: dict[str, str | None] = {}  # module-level constants (key -> repr)
         self.containers = self._container_part()
@@ -389,7 +398,7 @@ class ValueFlow:
             if first == "!":
                 self._instance_attribute(holder[1:], attr, holder, found, skip=None)
             elif first in _CONES:
-                found |= self._capped(self._cone_attribute(holder, attr), first)
+                found |= self._cone_attribute(holder, attr)
             elif first == "^":
                 _, owner, cls = holder.split("^")
                 if cls[0] in _CONES:
@@ -431,21 +440,25 @@ class ValueFlow:
         found = (self.hierarchy.instance(v) for v in self.evaluate(expr[1]) if v in classes or v[0] == "?")
         return {v for v in found if v is not None}
 
-    def _cone_attribute(self, cone: str, attr: str) -> Iterator[set[str]]:
-        """``attr`` on an instance of each class of ``cone`` (``+C`` or ``&C``). A method found
-        is not bound here: its ``self`` already holds every instance that inherits it
-        (`_self_values`); a property's ``self`` gets the cone itself."""
+    def _cone_attribute(self, cone: str, attr: str) -> set[str] | frozenset[str]:
+        """``attr`` on an instance of each class of ``cone`` (``+C`` or ``&C``), capped as
+        `_capped` caps (a class past the limit is not looked at). A method found is not bound
+        here: its ``self`` already holds every instance that inherits it (`_self_values`); a
+        property's ``self`` gets the cone itself. One set for the whole cone, not one per class:
+        a cone's attribute is the solver's commonest step after a plain read."""
+        limit = _limit(cone[0])
+        found: set[str] = set()
         for sub in self.hierarchy.cone(cone[1:]):
-            part: set[str] = set()
-            self._instance_attribute(sub, attr, cone, part, skip=None, bind=False)
-            yield part
+            self._instance_attribute(sub, attr, cone, found, skip=None, bind=False)
+            if len(found) > limit:
+                return _EMPTY
+        return found
 
     @staticmethod
     def _capped(parts: Iterable[set[_Item]], kind: str) -> set[_Item] | frozenset[_Item]:
         """The union of what a cone's classes give, or nothing when that is more than the
-        cone's limit (``&``: `MAX_VALUES`, ``+``: `MAX_DECLARED`): too many to call through,
-        as a saturated location."""
-        limit = MAX_VALUES if kind == "&" else MAX_DECLARED
+        cone's limit (`_limit`): too many to call through, as a saturated location."""
+        limit = _limit(kind)
         found: set[_Item] = set()
         for part in parts:
             found |= part
@@ -466,26 +479,50 @@ class ValueFlow:
     ) -> None:
         """``instance.attr`` along the bases of ``cls`` (after ``skip``, for super()); ``bind``:
         pass ``instance`` to a plain method's ``self`` (a property always gets it)."""
+        reads, method, kind, owner = self._lookup(cls, attr, skip)
+        readers, current, values = self._readers, self._current, self.values
+        for location in reads:  # `_read`, inline: the solver's commonest attribute step
+            readers[location].add(current)
+            held = values.get(location)
+            if held:
+                found |= held
+        if method is None:
+            return
+        if kind == "s":
+            found.add(method)
+        elif kind == "p":
+            self._bind_self(method, instance)
+            found |= self._returns(method)
+        else:
+            if bind or kind == "c":
+                self._bind_self(method, owner if kind == "c" else instance)
+            found.add("~" + method)
+
+    def _lookup(self, cls: str, attr: str, skip: str | None) -> _Lookup:
+        """Where ``attr`` of an instance of ``cls`` comes from, after ``skip`` (super()): the
+        class locations read on the way along its bases, and the method that ends the walk with
+        its kind and its class. Bases, methods and kinds never change during a solve, so this is
+        worked out once; a cone's attribute asks it of every class in the cone on every
+        evaluation (4M asks on torch's tree)."""
+        key = (cls, attr, skip)
+        found = self._lookups.get(key)
+        if found is not None:
+            return found
+        reads: list[str] = []
+        method: str | None = None
+        kind = owner = ""
         for summary in self._chain(cls):
             if skip is not None:
                 if summary.qualname == skip:
                     skip = None
                 continue
             method = summary.methods.get(attr)
-            if method is None:
-                found |= self._read(f"{summary.qualname}.{attr}")
-                continue
-            kind = self.defs.get(method, ((), 0, "", "", "m"))[4]
-            if kind == "s":
-                found.add(method)
-            elif kind == "p":
-                self._bind_self(method, instance)
-                found |= self._returns(method)
-            else:
-                if bind or kind == "c":
-                    self._bind_self(method, summary.qualname if kind == "c" else instance)
-                found.add("~" + method)
-            return
+            if method is not None:
+                kind, owner = self.defs.get(method, ((), 0, "", "", "m"))[4], summary.qualname
+                break
+            reads.append(f"{summary.qualname}.{attr}")
+        found = self._lookups[key] = (tuple(reads), method, kind, owner)
+        return found
 
     def _module_call(self, cls: str, owner: str, found: set[str]) -> None:
         """`super(Owner, module).__call__` where no project class after ``Owner`` defines
@@ -501,15 +538,13 @@ class ValueFlow:
             found.add("~" + forward)
 
     def _class_attribute(self, cls: str, attr: str, found: set[str]) -> None:
-        for summary in self._chain(cls):
-            method = summary.methods.get(attr)
-            if method is not None:
-                kind = self.defs.get(method, ((), 0, "", "", "m"))[4]
-                if kind == "c":
-                    self._bind_self(method, cls)
-                found.add("~" + method if kind == "c" else method)
-                return
-            found |= self._read(f"{summary.qualname}.{attr}")
+        reads, method, kind, owner = self._lookup(cls, attr, None)
+        for location in reads:
+            found |= self._read(location)
+        if method is not None:
+            if kind == "c":
+                self._bind_self(method, owner)
+            found.add("~" + method if kind == "c" else method)
 
     def _bind_self(self, method: str, value: str) -> None:
         params = self.defs.get(method)
@@ -694,10 +729,7 @@ class ValueFlow:
         return None, 0
 
     def _method(self, cls: str, name: str) -> str | None:
-        for summary in self._chain(cls):
-            if name in summary.methods:
-                return summary.methods[name]
-        return None
+        return self._lookup(cls, name, None)[1]
 
     def _bind(self, target: str, shift: int, positional: list, keywords: list) -> None:
         """Arguments flow into the parameters of ``target`` (context-insensitive)."""

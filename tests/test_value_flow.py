@@ -139,6 +139,33 @@ def test_super_and_attributes_follow_the_instance_class(write_tree, monkeypatch)
     assert graph["main.Base.step"] == ["main.Base.default", "main.Child.custom"]
 
 
+FACTORY = """\
+class Runner:
+    @classmethod
+    def make(cls):
+        return cls()
+
+    def run(self):
+        pass
+
+
+class Fast(Runner):
+    def run(self):
+        pass
+
+
+def main():
+    Fast.make().run()
+"""
+
+
+def test_a_classmethod_called_on_a_subclass_builds_that_subclass(write_tree, monkeypatch) -> None:
+    """`Fast.make()` binds `cls` to `Fast` though `make` is defined on `Runner`: what it builds
+    runs `Fast.run`."""
+    graph = _graph(write_tree, monkeypatch, {"main.py": FACTORY})
+    assert "main.Fast.run" in graph["main.main"]
+
+
 ANNOTATED = {
     "model.py": """\
 class Transformer:

@@ -538,12 +538,14 @@ class ValueFlow:
             found.add("~" + forward)
 
     def _class_attribute(self, cls: str, attr: str, found: set[str]) -> None:
-        reads, method, kind, owner = self._lookup(cls, attr, None)
+        """``cls.attr``: a class attribute, a function as is, a classmethod bound to ``cls``
+        itself (`Sub.make()` builds a ``Sub``, wherever `make` is defined)."""
+        reads, method, kind, _ = self._lookup(cls, attr, None)
         for location in reads:
             found |= self._read(location)
         if method is not None:
             if kind == "c":
-                self._bind_self(method, owner)
+                self._bind_self(method, cls)
             found.add("~" + method if kind == "c" else method)
 
     def _bind_self(self, method: str, value: str) -> None:

@@ -282,8 +282,8 @@ def copy_on_launcher_graph(launcher):
 
     drv = driver.bindings()
     template = drv.CUgraph(launcher._capture.graph.raw_cuda_graph())
-    clone = driver.ok(drv.cuGraphClone(template))[0]
-    executable = driver.ok(drv.cuGraphInstantiate(clone, 0))[0]
+    clone = driver.ok(drv.cuGraphClone(template))
+    executable = driver.ok(drv.cuGraphInstantiate(clone, 0))
     static_inputs, static_outputs = launcher.kept_static_inputs, launcher.outputs
 
     def replay(inputs):

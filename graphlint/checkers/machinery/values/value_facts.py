@@ -308,10 +308,13 @@ class FactRecorder:
         parameter, and the walk reads the whole body, nested definitions included (on torch's
         tree, 4.9M nodes when every function was walked)."""
         function = scope.function
-        if function is None or name not in self.defs[scope.qualname][0]:
+        if function is None:
+            return False
+        params = self.defs[scope.qualname][0]
+        if name not in params:
             return False
         if scope.passthrough is None:
-            scope.passthrough = _passthrough_params(function, self.defs[scope.qualname][0], scope.assigned)
+            scope.passthrough = _passthrough_params(function, params, scope.assigned)
         return name in scope.passthrough
 
     def _returned(self, scope: _Scope, value: Expr | None, guards: tuple[Guard, ...] = ()) -> None:

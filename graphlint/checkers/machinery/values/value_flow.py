@@ -74,12 +74,6 @@ class ProjectNames(Protocol):
     def class_chain(self, class_qualname: str) -> Iterator[ClassSummary]: ...
 
 
-def _limit(kind: str) -> int:
-    """How many values a cone may give (``&``: `MAX_VALUES`; ``+``, a declared type's cone:
-    `MAX_DECLARED`) before it gives none."""
-    return MAX_VALUES if kind == "&" else MAX_DECLARED
-
-
 class ValueFlow:
     """The solved value flow of a project: the values at each location and each call's callees."""
 
@@ -398,7 +392,7 @@ class ValueFlow:
             if first == "!":
                 self._instance_attribute(holder[1:], attr, holder, found, skip=None)
             elif first in _CONES:
-                found |= self._cone_attribute(holder, attr)
+                found |= self._capped(self._cone_attribute(holder, attr), first)
             elif first == "^":
                 _, owner, cls = holder.split("^")
                 if cls[0] in _CONES:
@@ -440,25 +434,21 @@ class ValueFlow:
         found = (self.hierarchy.instance(v) for v in self.evaluate(expr[1]) if v in classes or v[0] == "?")
         return {v for v in found if v is not None}
 
-    def _cone_attribute(self, cone: str, attr: str) -> set[str] | frozenset[str]:
-        """``attr`` on an instance of each class of ``cone`` (``+C`` or ``&C``), capped as
-        `_capped` caps (a class past the limit is not looked at). A method found is not bound
-        here: its ``self`` already holds every instance that inherits it (`_self_values`); a
-        property's ``self`` gets the cone itself. One set for the whole cone, not one per class:
-        a cone's attribute is the solver's commonest step after a plain read."""
-        limit = _limit(cone[0])
-        found: set[str] = set()
+    def _cone_attribute(self, cone: str, attr: str) -> Iterator[set[str]]:
+        """``attr`` on an instance of each class of ``cone`` (``+C`` or ``&C``). A method found
+        is not bound here: its ``self`` already holds every instance that inherits it
+        (`_self_values`); a property's ``self`` gets the cone itself."""
         for sub in self.hierarchy.cone(cone[1:]):
-            self._instance_attribute(sub, attr, cone, found, skip=None, bind=False)
-            if len(found) > limit:
-                return _EMPTY
-        return found
+            part: set[str] = set()
+            self._instance_attribute(sub, attr, cone, part, skip=None, bind=False)
+            yield part
 
     @staticmethod
     def _capped(parts: Iterable[set[_Item]], kind: str) -> set[_Item] | frozenset[_Item]:
         """The union of what a cone's classes give, or nothing when that is more than the
-        cone's limit (`_limit`): too many to call through, as a saturated location."""
-        limit = _limit(kind)
+        cone's limit (``&``: `MAX_VALUES`, ``+``: `MAX_DECLARED`): too many to call through,
+        as a saturated location."""
+        limit = MAX_VALUES if kind == "&" else MAX_DECLARED
         found: set[_Item] = set()
         for part in parts:
             found |= part
@@ -480,12 +470,8 @@ class ValueFlow:
         """``instance.attr`` along the bases of ``cls`` (after ``skip``, for super()); ``bind``:
         pass ``instance`` to a plain method's ``self`` (a property always gets it)."""
         reads, method, kind, owner = self._lookup(cls, attr, skip)
-        readers, current, values = self._readers, self._current, self.values
-        for location in reads:  # `_read`, inline: the solver's commonest attribute step
-            readers[location].add(current)
-            held = values.get(location)
-            if held:
-                found |= held
+        for location in reads:
+            found |= self._read(location)
         if method is None:
             return
         if kind == "s":

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, run_cli
+from graphlint import __version__
 from graphlint.caching.store import SummaryCache
 from graphlint.config import ConfigResolver, Selection
 from graphlint.engine import CheckOptions, check
@@ -124,7 +125,7 @@ def test_a_one_file_change_writes_a_small_delta_not_the_whole_cache(tmp_path: Pa
     monkeypatch.chdir(root)
     cache_dir = tmp_path / "cache"
     _run(root, cache_dir)
-    main_file = next(cache_dir.rglob("summaries.cache"))
+    main_file = next(cache_dir.rglob("summaries-*.cache"))
     before = main_file.stat().st_mtime_ns
     (root / "m3.py").write_text("def f3(x):\n    return x + 1\n")
     _, changed = _run(root, cache_dir)
@@ -151,6 +152,41 @@ def test_summaries_made_by_other_graphlint_code_are_not_reused(write_tree, monke
     monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "another graphlint")
     changed = check([str(root)], ConfigResolver(cwd=root), options)
     assert changed.cache_misses == 1 and changed.cache_hits == 0
+
+
+def test_only_the_newest_two_graphlints_keep_summaries_and_a_run_reads_only_its_own(write_tree, monkeypatch) -> None:
+    """Every edit to graphlint makes a new generation of summaries. A run reads its own alone
+    (a development checkout's vllm cache had grown to 2.2 GB of older ones, read on every
+    run), the previous graphlint's stay so going back to it is warm, older ones are deleted,
+    and so are those of the layout before generations."""
+    import graphlint.caching.store as cache_module
+
+    root = write_tree({"a.py": "x = 1\n", "b.py": "y = 2\n"})
+    version_dir = root / ".cache" / f"v{__version__}"
+    version_dir.mkdir(parents=True)
+    for name in ("summaries.cache", "delta-00000000000000000001-1.cache"):
+        (version_dir / name).write_bytes(b"written before generations")
+    options = CheckOptions(cache_dir=root / ".cache")
+    read: list[str] = []
+    real_read = cache_module._read
+    monkeypatch.setattr(cache_module, "_read", lambda path, kind: read.append(path.name) or real_read(path, kind))
+
+    def run_as(code: str) -> tuple[int, int]:
+        monkeypatch.setattr(cache_module, "code_fingerprint", lambda: code)
+        read.clear()
+        result = check([str(root)], ConfigResolver(cwd=root), options)
+        assert all(cache_module.generation() in name for name in read if name != "results.cache")
+        return result.cache_hits, result.cache_misses
+
+    generations = {}
+    for code in ("first", "second", "third"):
+        assert run_as(code) == (0, 2)
+        generations[code] = cache_module.generation()
+    kept = {cache_module._generation_of(path.name) for path in version_dir.iterdir()}
+    assert kept == {generations["second"], generations["third"], None}  # None: the results
+    (root / "a.py").write_text("x = 3\n")  # a new run, not the whole run's findings reused
+    assert run_as("second") == (1, 1)  # the one before is still warm
+    assert run_as("first") == (0, 2)  # the oldest was deleted
 
 
 def test_the_cache_key_covers_the_whole_static_checker() -> None:

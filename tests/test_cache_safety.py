@@ -15,6 +15,7 @@ from conftest import FIXTURES, HAZARD, run_cli
 from graphlint import __version__
 from graphlint.analysis import summarize_source
 from graphlint.caching import codec as cache_codec
+from graphlint.caching import store as cache_store
 from graphlint.checkers.machinery.core import call_targets
 from graphlint.config import ConfigResolver
 from graphlint.engine import CheckOptions, check
@@ -48,7 +49,8 @@ def test_a_crafted_pickle_in_the_cache_runs_no_code(tmp_path: Path) -> None:
     cold = _check(root)
     marker = tmp_path / "PWNED"
     payload = pickle.dumps({"key": _Exploit(marker)})
-    for name in ("summaries", "results", "delta-00000000000000000001-1"):
+    generation = cache_store.generation()
+    for name in ("summaries", "results", f"summaries-{generation}", f"delta-{generation}-00000000000000000001-1"):
         for suffix in (".pickle", ".cache"):
             (version_dir / f"{name}{suffix}").write_bytes(payload)
     assert _check(root) == cold

@@ -156,7 +156,7 @@ def test_summaries_made_by_other_graphlint_code_are_not_reused(write_tree, monke
 
 def test_only_the_newest_two_graphlints_keep_summaries_and_a_run_reads_only_its_own(write_tree, monkeypatch) -> None:
     """Every edit to graphlint makes a new generation of summaries. A run reads its own alone
-    (a development checkout's vllm cache had grown to 2.2 GB of older ones, read on every
+    (a development checkout's vllm cache had grown to 2.5 GB of older ones, read on every
     run), the previous graphlint's stay so going back to it is warm, older ones are deleted,
     and so are those of the layout before generations."""
     import graphlint.caching.store as cache_module

@@ -158,7 +158,7 @@ def test_only_the_newest_two_graphlints_keep_summaries_and_a_run_reads_only_its_
     """Every edit to graphlint makes a new generation of summaries. A run reads its own alone
     (a development checkout's vllm cache had grown to 2.5 GB of older ones, read on every
     run), the previous graphlint's stay so going back to it is warm, older ones are deleted,
-    and so are those of the layout before generations."""
+    an older release's and those of the layout before generations too."""
     import graphlint.caching.store as cache_module
 
     root = write_tree({"a.py": "x = 1\n", "b.py": "y = 2\n"})
@@ -166,6 +166,9 @@ def test_only_the_newest_two_graphlints_keep_summaries_and_a_run_reads_only_its_
     version_dir.mkdir(parents=True)
     for name in ("summaries.cache", "delta-00000000000000000001-1.cache"):
         (version_dir / name).write_bytes(b"written before generations")
+    older_release = root / ".cache" / "v0.0.1" / "summaries-0123456789abcdef.cache"
+    older_release.parent.mkdir()
+    older_release.write_bytes(b"written by an older release")
     options = CheckOptions(cache_dir=root / ".cache")
     read: list[str] = []
     real_read = cache_module._read
@@ -184,6 +187,7 @@ def test_only_the_newest_two_graphlints_keep_summaries_and_a_run_reads_only_its_
         generations[code] = cache_module.generation()
     kept = {cache_module._generation_of(path.name) for path in version_dir.iterdir()}
     assert kept == {generations["second"], generations["third"], None}  # None: the results
+    assert not older_release.exists()
     (root / "a.py").write_text("x = 3\n")  # a new run, not the whole run's findings reused
     assert run_as("second") == (1, 1)  # the one before is still warm
     assert run_as("first") == (0, 2)  # the oldest was deleted

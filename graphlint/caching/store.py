@@ -204,7 +204,7 @@ def _forget_old_generations(directory: Path, current: str) -> None:
     newest: dict[str, float] = {}
     files: dict[str, list[Path]] = {}
     with contextlib.suppress(OSError):
-        for path in directory.glob("v*/*.cache"):
+        for path in directory.glob("v[0-9]*/*.cache"):
             name = _generation_of(path.name)
             if name is not None:
                 newest[name] = max(newest.get(name, 0.0), path.stat().st_mtime)

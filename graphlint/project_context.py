@@ -3,7 +3,8 @@ files, but a capture in one file reaches code in another.
 
 The named files are analysed together with every other Python file under their project
 root (the folder of the `pyproject.toml` that configures them; without one, the named
-file's own folder), so the call graph is the same as for a full run. The other files' summaries
+file's own folder, less the projects nested in it, and only its importable packages when no
+project holds it: `_unbounded`), so the call graph is the same as for a full run. The other files' summaries
 come from the cache, so a warm partial run costs little more than reading and hashing them.
 Only the named files are reported on, plus findings elsewhere that a named file's capture
 reaches (the call path starts in a named file): that capture is what makes them hazards,
@@ -20,15 +21,19 @@ from pathlib import Path
 from graphlint.config import ConfigResolver, real_path
 from graphlint.engine import CheckOptions, CheckResult, check_files
 from graphlint.findings import Finding
-from graphlint.sources.discovery import SourceFile, discover, excluded_with_parents
+from graphlint.sources.discovery import SourceFile, discover, excluded_with_parents, is_project_root
 
 
 def project_root(source: SourceFile) -> Path:
     """Where a named file's project starts: its config root, or its own folder when there is no
     config or the config excludes the file (a fixture or generated file is not part of it)."""
-    if source.settings.source is not None and not excluded_with_parents(source.path, source.settings):
+    if _configured(source):
         return source.settings.root
     return source.path.parent
+
+
+def _configured(source: SourceFile) -> bool:
+    return source.settings.source is not None and not excluded_with_parents(source.path, source.settings)
 
 
 def check_in_project(
@@ -44,10 +49,12 @@ def check_in_project(
     if not named_files:
         return check_files(named, resolver, options, unsaved)
     roots = sorted({_shown(project_root(source)) for source in named_files})
+    own_project_only, importable_only = _unbounded(named_files, paths)
     named_paths = {source.path for source in named}
+    found = discover([*paths, *roots], resolver, force_exclude, own_project_only, importable_only)
     everything = [
         source if source.path in named_paths else replace(source, display=os.path.normpath(source.display))
-        for source in discover([*paths, *roots], resolver, force_exclude=force_exclude)
+        for source in found
     ]
     result = check_files(everything, resolver, options, unsaved)
     shown = {source.display for source in everything if source.path in named_paths}
@@ -60,6 +67,25 @@ def check_in_project(
         tracebacks=result.tracebacks,  # GL002 on a named file keeps its traceback for --verbose
         notebooks=result.notebooks,
     )
+
+
+def _unbounded(named_files: list[SourceFile], paths: list[str]) -> tuple[set[str], set[str]]:
+    """The context folders no configuration bounds, split by how far their walk goes: inside a
+    project (a pyproject.toml, setup.py or .git at or above), the folder without the projects
+    nested in it; in none (a script in /tmp or a home folder, whose whole walk read every
+    project below it and stopped at the first broken config among them), its files and the
+    packages it can import."""
+    bounded = {_shown(project_root(source)) for source in named_files if _configured(source)}
+    walked = {real_path(path) for path in paths if Path(path).is_dir()}  # named folders: walked whole
+    own_project_only: set[str] = set()
+    importable_only: set[str] = set()
+    for source in named_files:
+        root = _shown(project_root(source))
+        if root not in bounded and real_path(root) not in walked:
+            folder = source.path.parent
+            inside = any(is_project_root(above) for above in (folder, *folder.parents))
+            (own_project_only if inside else importable_only).add(root)
+    return own_project_only, importable_only
 
 
 def reported(finding: Finding, named: set[str]) -> bool:

@@ -77,6 +77,51 @@ def test_named_file_is_checked_with_its_project(write_tree) -> None:
     assert [(f["path"], f["line"]) for f in json.loads(helper.stdout)] == [("helper.py", 5)]
 
 
+PACKAGE_RUNNER = RUNNER.replace("import helper", "from tools import helper")
+BROKEN_CONFIG = "[tool.graphlint\nselect = [\n"
+
+
+def _gl101(root: Path, named: str) -> list[tuple[str, int, str]]:
+    result = run_cli("check", "--no-cache", "--format", "json", "--select", "GL101", named, cwd=root)
+    assert result.returncode == 1, result.stderr
+    return [(f["path"], f["line"], f["call_path"][0]["path"]) for f in json.loads(result.stdout)]
+
+
+def test_a_script_in_no_project_has_what_it_can_import_for_context(write_tree) -> None:
+    """A script in /tmp or a home folder: its context is its folder's files and the packages it
+    can import, not every folder below (other projects, with configs that are not its own: a
+    broken one there stopped the run, and the walk read all of them)."""
+    root = write_tree(
+        {
+            "runner.py": PACKAGE_RUNNER,
+            "tools/__init__.py": "",
+            "tools/helper.py": HELPER,
+            "someone_else/pyproject.toml": BROKEN_CONFIG,
+            "someone_else/pkg/__init__.py": "",
+            "notes/graphlint.toml": BROKEN_CONFIG,  # not a package: nothing imports from it
+        }
+    )
+    assert _gl101(root, "runner.py") == [("tools/helper.py", 5, "runner.py")]
+
+
+def test_inside_a_project_the_projects_nested_in_it_are_not_context(write_tree) -> None:
+    """A project without a graphlint config (a .git at its root): a named file's context is its
+    folder, less the projects nested in it (a vendored checkout with its own pyproject.toml)."""
+    root = write_tree(
+        {
+            ".git/HEAD": "ref: refs/heads/main\n",
+            "src/runner.py": RUNNER,
+            "src/helper.py": HELPER,
+            "src/vendored/pyproject.toml": BROKEN_CONFIG,
+            "src/scripts/graphlint.toml": "",  # part of the project: still walked, still read
+        }
+    )
+    assert _gl101(root / "src", "runner.py") == [("helper.py", 5, "runner.py")]
+    (root / "src/scripts/graphlint.toml").write_text(BROKEN_CONFIG)
+    broken = run_cli("check", "--no-cache", "runner.py", cwd=root / "src")
+    assert broken.returncode == 2 and "scripts/graphlint.toml" in broken.stderr
+
+
 def test_force_exclude_applies_to_named_files(write_tree) -> None:
     root = write_tree({"pyproject.toml": '[tool.graphlint]\nextend-exclude = ["gen"]\n', "gen/bad.py": HAZARD})
     assert run_cli("check", "--no-cache", "gen/bad.py", cwd=root).returncode == 1

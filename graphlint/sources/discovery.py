@@ -7,7 +7,7 @@ import fnmatch
 import functools
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,10 @@ def excluded_with_parents(path: Path, settings: Settings) -> bool:
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
+def is_project_root(folder: Path) -> bool:
+    return any((folder / marker).exists() for marker in _PROJECT_MARKERS)
+
+
 def _module_of(path: Path) -> tuple[str, bool]:
     """Dotted module name of ``path``, relative to its import root (see `_package_parts`); a
     notebook, which nothing imports, is named by its stem."""
@@ -92,7 +96,7 @@ def _package_parts(directory: Path) -> tuple[str, ...]:
                 break
             parts = (directory.name, *crossed, *parts)
             crossed = ()
-        elif not any((directory / m).exists() for m in _PROJECT_MARKERS):
+        elif not is_project_root(directory):
             crossed = (directory.name, *crossed)
         else:
             break
@@ -182,21 +186,35 @@ def _is_module(path: Path) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def discover(paths: list[str], resolver: ConfigResolver, force_exclude: bool = False) -> list[SourceFile]:
+def discover(
+    paths: list[str],
+    resolver: ConfigResolver,
+    force_exclude: bool = False,
+    own_project_only: Collection[str] = (),
+    importable_only: Collection[str] = (),
+) -> list[SourceFile]:
     """Files under ``paths``, in a stable order; explicitly named files are kept unless
     ``force_exclude`` (ruff's `--force-exclude`, for pre-commit and editors that pass every
-    file) applies the exclude patterns to them too."""
+    file) applies the exclude patterns to them too. For a named file's context that no
+    configuration bounds, a folder of ``own_project_only`` is walked without the projects nested
+    in it (a folder with its own pyproject.toml, setup.py or .git), and one of
+    ``importable_only`` (in no project at all: /tmp, a home folder) only into packages, what a
+    script there can import."""
     found: dict[Path, SourceFile] = {}
     for given in paths:
         given_path = Path(given)
         if given_path.is_dir():
+            alone, packages = given in own_project_only or given in importable_only, given in importable_only
             for directory, dirnames, filenames in os.walk(given_path):
                 dir_path = Path(directory)
                 settings = resolver.for_directory(dir_path)
                 dirnames[:] = sorted(
                     d
                     for d in dirnames
-                    if not _excluded(dir_path / d, settings) and not _is_virtualenv(os.path.join(directory, d))
+                    if not _excluded(dir_path / d, settings)
+                    and not _is_virtualenv(os.path.join(directory, d))
+                    and not (alone and is_project_root(dir_path / d))
+                    and not (packages and not (dir_path / d / "__init__.py").is_file())
                 )
                 for filename in sorted(filenames):
                     if not filename.endswith((".py", NOTEBOOK_SUFFIX)):

@@ -106,17 +106,20 @@ def test_a_script_in_no_project_has_what_it_can_import_for_context(write_tree) -
 
 def test_inside_a_project_the_projects_nested_in_it_are_not_context(write_tree) -> None:
     """A project without a graphlint config (a .git at its root): a named file's context is its
-    folder, less the projects nested in it (a vendored checkout with its own pyproject.toml)."""
+    folder, less the projects nested in it (a vendored checkout with its own pyproject.toml); a
+    package with a setup.py of its own (an extension's build) is still part of it."""
     root = write_tree(
         {
             ".git/HEAD": "ref: refs/heads/main\n",
-            "src/runner.py": RUNNER,
-            "src/helper.py": HELPER,
+            "src/runner.py": RUNNER.replace("import helper", "from tools import helper"),
+            "src/tools/__init__.py": "",
+            "src/tools/setup.py": "",
+            "src/tools/helper.py": HELPER,
             "src/vendored/pyproject.toml": BROKEN_CONFIG,
             "src/scripts/graphlint.toml": "",  # part of the project: still walked, still read
         }
     )
-    assert _gl101(root / "src", "runner.py") == [("helper.py", 5, "runner.py")]
+    assert _gl101(root / "src", "runner.py") == [("tools/helper.py", 5, "runner.py")]
     (root / "src/scripts/graphlint.toml").write_text(BROKEN_CONFIG)
     broken = run_cli("check", "--no-cache", "runner.py", cwd=root / "src")
     assert broken.returncode == 2 and "scripts/graphlint.toml" in broken.stderr

@@ -62,6 +62,13 @@ def is_project_root(folder: Path) -> bool:
     return any((folder / marker).exists() for marker in _PROJECT_MARKERS)
 
 
+def _nested_project(folder: Path) -> bool:
+    """Another project inside the one walked: a marker and no `__init__.py`. A package that
+    builds an extension has a setup.py too (TransformerEngine's `pytorch/`), and it is still
+    a package of the project, as `_package_parts` names it."""
+    return is_project_root(folder) and not (folder / "__init__.py").is_file()
+
+
 def _module_of(path: Path) -> tuple[str, bool]:
     """Dotted module name of ``path``, relative to its import root (see `_package_parts`); a
     notebook, which nothing imports, is named by its stem."""
@@ -213,7 +220,7 @@ def discover(
                     for d in dirnames
                     if not _excluded(dir_path / d, settings)
                     and not _is_virtualenv(os.path.join(directory, d))
-                    and not (alone and is_project_root(dir_path / d))
+                    and not (alone and _nested_project(dir_path / d))
                     and not (packages and not (dir_path / d / "__init__.py").is_file())
                 )
                 for filename in sorted(filenames):

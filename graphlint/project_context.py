@@ -4,11 +4,11 @@ files, but a capture in one file reaches code in another.
 The named files are analysed together with every other Python file under their project
 root (the folder of the `pyproject.toml` that configures them; without one, the named
 file's own folder, less the projects nested in it, and only its importable packages when no
-project holds it: `_unbounded`), so the call graph is the same as for a full run. The other files' summaries
-come from the cache, so a warm partial run costs little more than reading and hashing them.
-Only the named files are reported on, plus findings elsewhere that a named file's capture
-reaches (the call path starts in a named file): that capture is what makes them hazards,
-and hiding them would let pre-commit pass a commit that introduces one.
+project holds it: `_unbounded`), so the call graph is the same as for a full run. The other
+files' summaries come from the cache, so a warm partial run costs little more than reading
+and hashing them. Only the named files are reported on, plus findings elsewhere that a named
+file's capture reaches (the call path starts in a named file): that capture is what makes
+them hazards, and hiding them would let pre-commit pass a commit that introduces one.
 """
 
 from __future__ import annotations

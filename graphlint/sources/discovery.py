@@ -59,6 +59,7 @@ _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
 def is_project_root(folder: Path) -> bool:
+    """A folder that holds one of `_PROJECT_MARKERS`."""
     return any((folder / marker).exists() for marker in _PROJECT_MARKERS)
 
 
@@ -204,7 +205,8 @@ def discover(
     ``force_exclude`` (ruff's `--force-exclude`, for pre-commit and editors that pass every
     file) applies the exclude patterns to them too. For a named file's context that no
     configuration bounds, a folder of ``own_project_only`` is walked without the projects nested
-    in it (a folder with its own pyproject.toml, setup.py or .git), and one of
+    in it (`_nested_project`: a folder with its own pyproject.toml, setup.py, setup.cfg or .git,
+    and no `__init__.py`), and one of
     ``importable_only`` (in no project at all: /tmp, a home folder) only into packages, what a
     script there can import."""
     found: dict[Path, SourceFile] = {}

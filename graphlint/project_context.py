@@ -75,14 +75,13 @@ def _unbounded(named_files: list[SourceFile], paths: list[str]) -> tuple[set[str
     nested in it; in none (a script in /tmp or a home folder, whose whole walk read every
     project below it and stopped at the first broken config among them), its files and the
     packages it can import."""
-    bounded = {_shown(project_root(source)) for source in named_files if _configured(source)}
+    bounded = {_shown(source.settings.root) for source in named_files if _configured(source)}
     walked = {real_path(path) for path in paths if Path(path).is_dir()}  # named folders: walked whole
+    folders = {_shown(source.path.parent): source.path.parent for source in named_files if not _configured(source)}
     own_project_only: set[str] = set()
     importable_only: set[str] = set()
-    for source in named_files:
-        root = _shown(project_root(source))
+    for root, folder in folders.items():  # once per folder: pre-commit names many files in one
         if root not in bounded and real_path(root) not in walked:
-            folder = source.path.parent
             inside = any(is_project_root(above) for above in (folder, *folder.parents))
             (own_project_only if inside else importable_only).add(root)
     return own_project_only, importable_only

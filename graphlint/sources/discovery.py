@@ -70,6 +70,14 @@ def _nested_project(folder: Path) -> bool:
     return is_project_root(folder) and not (folder / "__init__.py").is_file()
 
 
+def _walked_into(folder: Path, projects_left_out: bool, packages_only: bool) -> bool:
+    """Whether a context walk goes into ``folder``: not into another project, or into a folder
+    that is not a package, when the walk leaves those out (`discover`)."""
+    if packages_only and not (folder / "__init__.py").is_file():
+        return False
+    return not (projects_left_out and _nested_project(folder))
+
+
 def _module_of(path: Path) -> tuple[str, bool]:
     """Dotted module name of ``path``, relative to its import root (see `_package_parts`); a
     notebook, which nothing imports, is named by its stem."""
@@ -213,7 +221,8 @@ def discover(
     for given in paths:
         given_path = Path(given)
         if given_path.is_dir():
-            alone, packages = given in own_project_only or given in importable_only, given in importable_only
+            packages_only = given in importable_only
+            projects_left_out = packages_only or given in own_project_only
             for directory, dirnames, filenames in os.walk(given_path):
                 dir_path = Path(directory)
                 settings = resolver.for_directory(dir_path)
@@ -222,8 +231,7 @@ def discover(
                     for d in dirnames
                     if not _excluded(dir_path / d, settings)
                     and not _is_virtualenv(os.path.join(directory, d))
-                    and not (alone and _nested_project(dir_path / d))
-                    and not (packages and not (dir_path / d / "__init__.py").is_file())
+                    and _walked_into(dir_path / d, projects_left_out, packages_only)
                 )
                 for filename in sorted(filenames):
                     if not filename.endswith((".py", NOTEBOOK_SUFFIX)):

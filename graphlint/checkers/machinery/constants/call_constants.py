@@ -30,6 +30,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
 
 from graphlint.checkers.machinery.constants import param_tests
+from graphlint.checkers.machinery.constants.object_marks import CallAt, Callees, ObjectMarks
 from graphlint.checkers.machinery.constants.present_names import NOT_NONE
 from graphlint.checkers.machinery.core.call_targets import FunctionTarget, InstanceCall, MethodTarget, SuperCall
 from graphlint.checkers.machinery.core.model import CallRef, FunctionSummary
@@ -64,22 +65,70 @@ class CallConstants:
         functions: dict[str, tuple[str, FunctionSummary]],
         classes: Collection[str],
         partialled: Collection[str] = frozenset(),
+        call_at: CallAt = lambda function, line, column: None,
+        callees: Callees = lambda function, call: [],
     ) -> None:
         self.functions = functions
         self.classes = classes  # class qualnames: a function inside one is a method
         self.partialled = partialled  # functions a `functools.partial` wraps (`ValueFlow.partialled`)
+        self.marks = ObjectMarks(functions, classes, call_at, callees)  # fields of the objects calls hand on
         self._spans: dict[int, _Spans] = {}  # id of a function summary -> its decided spans, indexed
 
-    def entered(self, call: CallRef | None, callee: str, caller: Constants) -> Constants:
-        """The constants ``callee`` gets from ``call`` (None: a capture runs it whole)."""
+    def entered(
+        self, call: CallRef | None, callee: str, caller: Constants, function: FunctionSummary | None = None
+    ) -> Constants:
+        """The constants ``callee`` gets from ``call`` (None: a capture runs it whole), made in
+        ``function`` (the caller): its parameters' constants, and the fields of the objects it
+        is handed (`object_marks`), named `param.field`."""
         entry = self.functions.get(callee)
         if call is None or entry is None:
             return {}
-        function = entry[1]
-        params = function.params
-        by_position = isinstance(call.target, _BOUND) or (
+        by_position = self._by_position(call, callee)
+        found = self._arguments(call, callee, entry[1], caller, by_position)
+        if function is not None and (function.effects or _has_fields(caller)):
+            self._hand_fields(call, entry[1], caller, function, by_position, found)
+        if ".<locals>." in callee:
+            found.update(self.marks.closure_fields(callee))
+        return found
+
+    def _by_position(self, call: CallRef, callee: str) -> bool:
+        """Whether the call's positions are the callee's parameters (`self` bound or absent)."""
+        return isinstance(call.target, _BOUND) or (
             isinstance(call.target, FunctionTarget) and not self._unbound_method(call.target, callee)
         )
+
+    def _hand_fields(
+        self,
+        call: CallRef,
+        callee: FunctionSummary,
+        caller: Constants,
+        function: FunctionSummary,
+        by_position: bool,
+        found: dict,
+    ) -> None:
+        """`param.field` for each object the call passes whose fields the caller knows there."""
+        names, on_object = self.marks.handed(function, call.line, call.column)
+        by_position = by_position or (on_object and self._is_method(callee.qualname))
+        names.update((key, value[1:].rstrip("!")) for key, value in call.passed if value[:1] == "@")
+        if not names:
+            return
+        state = self.marks.state(function, caller, call.line)
+        if not state:
+            return
+        for index, param in enumerate(callee.params):
+            name = names.get(param) or (names.get(str(index)) if by_position else None)
+            if name is None:
+                continue
+            prefix = name + "."
+            for key, values in state.items():
+                if key.startswith(prefix):
+                    found[f"{param}.{key[len(prefix) :]}"] = values
+
+    def _arguments(
+        self, call: CallRef, callee: str, function: FunctionSummary, caller: Constants, by_position: bool
+    ) -> Constants:
+        """What the call passes each of the callee's parameters, as constants."""
+        params = function.params
         given = dict(call.passed)
         spread = "*" in given
         positional = int(given.get("#", "0"))
@@ -104,6 +153,9 @@ class CallConstants:
                 found[param] = frozenset((value,))
         return found
 
+    def _is_method(self, qualname: str) -> bool:
+        return qualname.rpartition(".")[0] in self.classes
+
     def _unbound_method(self, target: FunctionTarget, callee: str) -> bool:
         """`Base.method(self, x)` passes `self` first; `Model(x)` (its `__init__`) does not."""
         owner, _, method = callee.rpartition(".")
@@ -117,10 +169,28 @@ class CallConstants:
         if spans is None:
             spans = self._spans[id(function)] = _Spans(function.decided_spans)
         for entry in spans.around(line, column):
-            answer = param_tests.evaluate(entry[0], constants)
+            answer = param_tests.evaluate(entry[0], self.reading(function, entry, constants))
             if answer is not None and answer is not entry[1]:
                 return entry
         return None
+
+    def reading(self, function: FunctionSummary, entry: tuple, constants: Constants) -> Constants:
+        """The constants a decided span's test reads: with fields (the function entered with
+        some), as the function left them where the span begins (`object_marks.state`), and
+        what the test's `p.method()` calls return from them."""
+        if not _has_fields(constants):
+            return constants
+        if function.effects:
+            fields = self.marks.state(function, constants, entry[2][0])
+            constants = {**{k: v for k, v in constants.items() if "." not in k}, **fields}
+        calls = [name for name in param_tests.parameters_of(entry[0]) if name.endswith("()")]
+        if calls:
+            constants = dict(constants)
+            for name in calls:
+                value = self.marks.derived(name, constants)
+                if value is not None:
+                    constants[name] = value
+        return constants
 
     def pruned(self, path: str, function: FunctionSummary, call: CallRef, constants: Constants) -> Pruned | None:
         """Why ``call`` never runs in a capture, or None when it may."""
@@ -130,10 +200,14 @@ class CallConstants:
         if entry is None:
             return None
         test, needs, _ = entry
+        read = self.reading(function, entry, constants)
+        names = set(param_tests.parameters_of(test))
+        owners = {name.rpartition(".")[0] for name in names if name.endswith("()")}
+        names.update(key for key in read if any(key == o or key.startswith(o + ".") for o in owners))
         held = ", ".join(
-            f"{name}={'|'.join(sorted(constants[name]))}"
-            for name in sorted(param_tests.parameters_of(test))
-            if name in constants
+            f"{name}={'|'.join(sorted(map(param_tests.shown, read[name])))}"
+            for name in sorted(names)
+            if name in read and name[-2:] != "()"
         )
         return Pruned(path, function.display, call.line, param_tests.describe(test), not needs, held)
 
@@ -165,6 +239,11 @@ class _Spans:
     def _end(self, index: int) -> tuple[int, int]:
         span = self.entries[index][2]
         return (span[2], span[3])
+
+
+def _has_fields(constants: Constants) -> bool:
+    """Whether any constant is an object's field (`param.field`, `object_marks`)."""
+    return any("." in key for key in constants)
 
 
 def _handed_on(value: str, caller: Constants) -> frozenset[str] | None:

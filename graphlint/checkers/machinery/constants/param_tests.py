@@ -10,7 +10,10 @@ evaluates it with the constants the capturing call sites pass.
 Only parameters the function never rebinds are read, and only tests whose meaning is plain
 Python on constants: truth (`if p:`, `if not p:`), identity with `None`/`True`/`False`
 (`p is None`), equality and membership against literals (`p == "decode"`, `p in (1, 2)`),
-and `and`/`or`/`not` of those. Any other operand is unknown, so `p and self.ready` can still
+and `and`/`or`/`not` of those. A field of a parameter's object (`p.ready`) and what one of its
+methods returns without arguments (`p.needs_init()`) are read like parameters, by their dotted
+names: the project phase knows them when the caller set those fields before the call
+(`object_marks`). Any other operand is unknown, so `p and self.ready` can still
 be decided false by `p` alone. Evaluation is three-valued: a parameter that may hold several
 constants decides a test only if every one of them gives the same answer.
 
@@ -37,7 +40,10 @@ _LONGEST = 200
 
 
 def literal(node: ast.expr) -> str | None:
-    """The repr of a constant the test or call spells (None, a bool, number or string), or None."""
+    """The repr of a constant the test or call spells (None, a bool, number or string, or a
+    member of an enumeration, `Mode.DECODE`, kept as `<Mode.DECODE>`), or None."""
+    if isinstance(node, ast.Attribute):
+        return _member(node)
     negative = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
     if negative:
         node = node.operand  # type: ignore[attr-defined]  # a UnaryOp, checked above
@@ -55,15 +61,42 @@ def literal(node: ast.expr) -> str | None:
     return repr(value) if isinstance(value, (bool, int, float, str, type(None))) else None
 
 
+def _member(node: ast.Attribute) -> str | None:
+    """`Mode.DECODE`: an enumeration's member, as the code names it (a capitalised class, an
+    upper-case member). Two members are the same when they are spelled the same."""
+    owner = node.value
+    if isinstance(owner, ast.Name) and owner.id[:1].isupper() and node.attr.isupper():
+        return f"<{owner.id}.{node.attr}>"
+    return None
+
+
 def read_test(test: ast.expr, params: frozenset[str]) -> Test | None:
     """``test`` in the `Test` form, or None when no part of it is a decidable parameter test."""
     found = _read(test, params)
     return found if parameters_of(found) else None
 
 
+def subject(node: ast.expr, params: frozenset[str]) -> str | None:
+    """The name a test reads: a parameter (`p`), a field of the object it holds (`p.ready`), or
+    what a method without arguments of either returns (`p.needs_init()`, `p.mode.is_decode()`),
+    whose value the project phase works out from the fields (`object_marks`); None for anything
+    else."""
+    if isinstance(node, ast.Name):
+        return node.id if node.id in params else None
+    if isinstance(node, ast.Call):
+        if node.args or node.keywords or not isinstance(node.func, ast.Attribute):
+            return None
+        owner = subject(node.func.value, params)
+        return f"{owner}.{node.func.attr}()" if owner is not None and "(" not in owner else None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in params:
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
 def _read(test: ast.expr, params: frozenset[str]) -> Test:
-    if isinstance(test, ast.Name):
-        return ("p", test.id) if test.id in params else UNKNOWN
+    if isinstance(test, (ast.Name, ast.Attribute, ast.Call)):
+        name = subject(test, params)
+        return ("p", name) if name is not None else UNKNOWN
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = _read(test.operand, params)
         return UNKNOWN if inner == UNKNOWN else ("not", inner)
@@ -75,17 +108,14 @@ def _read(test: ast.expr, params: frozenset[str]) -> Test:
 
 
 def _comparison(left: ast.expr, op: ast.cmpop, right: ast.expr, params: frozenset[str]) -> Test:
-    """`p is None`, `None is not p`, `p == 3`, `p != "x"`, `p in ("a", "b")`, `p not in (...)`."""
-    if not (isinstance(left, ast.Name) and left.id in params):
-        if (
-            isinstance(right, ast.Name)
-            and right.id in params
-            and isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
-        ):
-            left, right = right, left  # symmetric operators: `None is p`
-        else:
+    """`p is None`, `None is not p`, `p == 3`, `p != "x"`, `p in ("a", "b")`, `p not in (...)`
+    (and the same of `p.field` and `p.method()`)."""
+    name = subject(left, params)
+    if name is None:
+        name = subject(right, params)
+        if name is None or not isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)):
             return UNKNOWN
-    name = left.id  # type: ignore[attr-defined]  # a parameter's Name, checked above
+        right = left  # symmetric operators: `None is p`
     if isinstance(op, (ast.In, ast.NotIn)):
         if not isinstance(right, (ast.Tuple, ast.List, ast.Set)):
             return UNKNOWN
@@ -149,6 +179,8 @@ def _atom(test: Test, held: str) -> bool | None:
     tag = test[0]
     if held == NOT_NONE:  # only identity with None is known: an empty dict is falsy, `==` may be anything
         return False if tag == "is" and test[2] == "None" else None
+    if held[:1] == "<" or (tag in ("is", "==") and test[2][:1] == "<"):
+        return _member_atom(test, held)
     value = ast.literal_eval(held)
     if tag == "p":
         return bool(value)
@@ -165,6 +197,18 @@ def _atom(test: Test, held: str) -> bool | None:
     return None
 
 
+def _member_atom(test: Test, held: str) -> bool | None:
+    """A test of an enumeration's member: the same member, or another of the same enumeration."""
+    tag = test[0]
+    others = [test[2]] if tag in ("is", "==") else list(test[2]) if tag == "in" else []
+    if not others or held[:1] != "<" or any(other[:1] != "<" for other in others):
+        return None  # truth, or a member against a plain constant (an IntEnum equals its value)
+    if held in others:
+        return True
+    same_enumeration = all(other.split(".")[0] == held.split(".")[0] for other in others)
+    return False if same_enumeration else None
+
+
 def describe(test: Test) -> str:
     """The test as Python source, for `graphlint captures`."""
     tag = test[0]
@@ -179,10 +223,15 @@ def describe(test: Test) -> str:
     if tag in ("and", "or"):
         return f" {tag} ".join(describe(part) for part in test[1:])
     if tag in ("is", "=="):
-        return f"{test[1]} {tag} {test[2]}"
+        return f"{test[1]} {tag} {shown(test[2])}"
     if tag == "in":
-        return f"{test[1]} in ({', '.join(test[2])})"
+        return f"{test[1]} in ({', '.join(map(shown, test[2]))})"
     return "..."
+
+
+def shown(held: str) -> str:
+    """A constant's repr as the code spells it (an enumeration's member without its marks)."""
+    return held[1:-1] if held[:1] == "<" else held
 
 
 def passed(call: ast.Call, fixed: frozenset[str], present: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:

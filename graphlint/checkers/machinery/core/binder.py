@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from graphlint.checkers.machinery.constants import param_tests
+from graphlint.checkers.machinery.constants import object_marks, param_tests
 from graphlint.checkers.machinery.constants.lazy_singletons import builds_singleton
 from graphlint.checkers.machinery.constants.present_names import RECEIVERS, holds, present_names
 from graphlint.checkers.machinery.core import kinds as T
@@ -178,6 +178,10 @@ class FunctionWalker(FlowState):
             self.fixed_params = frozenset(self.summary.params).difference(assigned)
             self._param_stores = {name: assigned[name] for name in self.summary.params if name in assigned}
             self.summary.param_defaults = param_tests.defaults(node.args, self.summary.params)
+        # what the function does to its objects' fields (`object_marks`), gathered on the walk
+        functional = record and isinstance(node, FUNCTION_NODES)
+        self._fields = object_marks.FieldEffects(self.fixed_params, self.st.column) if functional else None
+        self._exited = False  # an `if` that returns has been walked: what follows may not run
 
     @property
     def body(self) -> list[ast.stmt]:
@@ -396,7 +400,11 @@ class FunctionWalker(FlowState):
         """Walk the function's body, then give the calls that pass a name by keyword what
         `present_names` knows there: read once, at the end, for those names only."""
         self.walk_body(self.body)
-        if not self._named_calls or not isinstance(self.node, FUNCTION_NODES):
+        if not isinstance(self.node, FUNCTION_NODES):
+            return
+        if self.record:
+            self._note_fields(self.node)
+        if not self._named_calls:
             return
         wanted = frozenset().union(*(names for _, _, names, _ in self._named_calls))
         until = max(ref.line for ref, *_ in self._named_calls)
@@ -405,6 +413,24 @@ class FunctionWalker(FlowState):
             known = frozenset(name for name in names if holds(present, name, ref.line))
             if known:
                 ref.passed = param_tests.passed(call, fixed, known)
+
+    def _note_fields(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """What the function does to its objects' fields, and its predicate (`object_marks`)."""
+        if self._fields is None:
+            return
+        enclosing = self.outer.locals if self.outer is not None and not self.outer.is_module else None
+        self.summary.effects = self._fields.finish(node, self.locals, enclosing)
+        if self.class_qualname is not None:
+            self.summary.predicate = object_marks.predicate(node)
+
+    def _always(self) -> bool:
+        """Whether the current statement runs whenever the function gets this far: no branch or
+        loop around it, no early return above it."""
+        return not self._exited and all(frame.kind in ("with", "try") for frame in self._frames)
+
+    def enter_loop(self, stmt: ast.For | ast.AsyncFor | ast.While) -> None:
+        if self._fields is not None:
+            self._fields.loop(stmt)
 
     def _new_region(self, node: ast.stmt, label: str, target: CallTarget | None, kind: str = GRAPH) -> int:
         self.st.summary.regions.append(Region(node.lineno, label, target, kind))
@@ -448,6 +474,8 @@ class FunctionWalker(FlowState):
             block.captured.append(stmt)
 
     def after(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, ast.If) and (exits(stmt.body) or exits(stmt.orelse)):
+            self._exited = True
         block = self._blocks[-1]
         if block.began is not None:
             self.regions = (*self.regions, block.began)
@@ -568,6 +596,8 @@ class FunctionWalker(FlowState):
             self.duck_attrs = shown
 
     def simple(self, stmt: ast.stmt) -> None:
+        if self._fields is not None:
+            self._fields.simple(stmt, self._always())
         handler = _SIMPLE.get(type(stmt))
         if handler is not None:
             handler(self, stmt)
@@ -671,6 +701,8 @@ class FunctionWalker(FlowState):
 
     # -- with blocks -----------------------------------------------------------------------
     def enter_with(self, stmt: ast.With | ast.AsyncWith) -> None:
+        if self._fields is not None:
+            self._fields.with_items(stmt, self._always())
         frame = _WithFrame(self.regions, [], len(self.st.summary.regions), self.graphed_calls)
         pushed: list[int] = []
         for item in stmt.items:

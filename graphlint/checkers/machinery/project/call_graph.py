@@ -38,7 +38,7 @@ the earlier seed, then to the earlier call in the source, so the path shown is s
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -107,7 +107,13 @@ class CallGraph:
 
     def __init__(self, resolver: Resolver, log: ErrorLog) -> None:
         contexts = CallContexts(resolver.flow, resolver.functions) if resolver.flow.solved else None
-        constants = CallConstants(resolver.functions, resolver.classes, frozenset(resolver.flow.partialled))
+        constants = CallConstants(
+            resolver.functions,
+            resolver.classes,
+            frozenset(resolver.flow.partialled),
+            _call_at(resolver),
+            lambda function, call: resolver.call_callees(function, call, {}),
+        )
         devices = DeviceModules(resolver.functions, resolver.summaries)
         seeds = _seeds(resolver, contexts, constants, devices, log)
         import networkx
@@ -131,6 +137,20 @@ class CallGraph:
     def functions(self) -> Iterator[str]:
         """Every analysed function (the nodes that are not capture roots)."""
         return (node for node in self.graph if not isinstance(node, CaptureRoot))
+
+
+def _call_at(resolver: Resolver) -> Callable[[FunctionSummary, int, int], CallRef | None]:
+    """A function's call at (line, column), indexed per function on first use: how
+    `object_marks` finds a call's constants and, with `resolver.call_callees`, what it runs."""
+    index: dict[str, dict[tuple[int, int], CallRef]] = {}
+
+    def call_at(function: FunctionSummary, line: int, column: int) -> CallRef | None:
+        calls = index.get(function.qualname)
+        if calls is None:
+            calls = index[function.qualname] = {(call.line, call.column): call for call in function.calls}
+        return calls.get((line, column))
+
+    return call_at
 
 
 # -- seeds: what capture regions run directly -------------------------------------------------
@@ -170,7 +190,7 @@ def _region_seeds(
         site = (CallSite(path, call.line, function.display),)
         for callee in devices.cuda_callees(function.qualname, resolver.call_callees(function, call, {})):
             context = contexts.entered(function.qualname, call, callee, {}) if contexts is not None else {}
-            passed = constants.entered(call, callee, {})
+            passed = constants.entered(call, callee, {}, function)
             yield _Seed(callee, GRAPH, site, resolver.callee_bindings(call, callee, {}), context, passed)
 
 
@@ -217,7 +237,7 @@ class _Walk:
                     for callee in self.callees(function, call, own, context):
                         passed = self.resolver.callee_bindings(call, callee, own)
                         values = self.contexts.entered(current, call, callee, context) if self.contexts else {}
-                        held = self.decide.entered(call, callee, constants)
+                        held = self.decide.entered(call, callee, constants, function)
                         if self._reach(callee, passed, values, held):
                             queue.append(callee)
                             queue.extend(self._nested.get(callee, ()))  # closures read its context

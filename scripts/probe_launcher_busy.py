@@ -61,11 +61,13 @@ def variants(build, make_inputs, dtype) -> dict:
     return timed
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def run_probe(variants, description: str, models: str, dtypes: str = "float32,bfloat16") -> int:
+    """A probe over wide-zoo models: ``variants(build, make_inputs, dtype)`` per model and
+    dtype, each row printed and kept (an error says why and the probe goes on), then JSON."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json")
-    parser.add_argument("--models", default=DEFAULT)
-    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--models", default=models)
+    parser.add_argument("--dtypes", default=dtypes)
     args = parser.parse_args()
     wanted = args.models.split(",")
     entries = {name: (build, inputs) for name, build, inputs in launcher_wide_zoo.wide_zoo() if name in wanted}
@@ -78,8 +80,12 @@ def main() -> int:
             except Exception as error:  # a probe: say why and go on
                 rows[key] = {"error": f"{type(error).__name__}: {str(error)[:160]}"}
             print(key, json.dumps(rows[key]), flush=True)
-    write_rows(args.json, rows)
+            write_rows(args.json, rows)
     return 0
+
+
+def main() -> int:
+    return run_probe(variants, __doc__ or "", DEFAULT)
 
 
 if __name__ == "__main__":

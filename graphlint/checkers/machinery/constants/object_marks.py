@@ -8,16 +8,17 @@ and its host syncs. Constants passed as arguments (`call_constants`) cannot say 
 is an object, and what decides the branch is a field its caller set two calls earlier.
 
 So each function keeps, in its summary, what it does to the fields of the names it holds
-(`FieldEffects`, as the binder walks it): `name.field = value`, calls on `name`, and calls it passes `name` to,
-in order, each known to run whenever the function gets that far or only maybe; and a method
-whose body is a chain of `if <test of self's fields>: return <constant>` keeps that chain as
-a predicate. The project phase (`ObjectMarks`) works out what a call does to the fields of
-the objects it is handed (for a method found by its name: every method of that name in the
-project must agree), what each name's fields hold at a call, and hands them to the callee's
+(`FieldEffects`, as the binder walks it): `name.field = value`, objects built with keywords,
+its statements' own calls on `name` or passing it, in order, each known to run whenever the
+function gets that far or only maybe; and a method whose body is a chain of
+`if <test of self's fields>: return <constant>` keeps that chain as a predicate. The project
+phase (`ObjectMarks`) works out what a call does to the fields of the objects it is handed
+(whatever the call graph says it may run; a method on a parameter, any of the project's
+methods of that name), what each name's fields hold at a call, and hands them to the callee's
 parameter as constants named `param.field`. `param_tests` reads `p.field` and `p.method()` in
 tests, and a predicate's value comes from the fields. A field any code between may change is
-unknown; a field set again later in the function (a loop may come back) is kept only if it is
-set to the same value.
+unknown; a field set again later in a loop around the test is kept only if it is set to the
+same value.
 
 A closure captured later (`run_once`) sees the fields its enclosing function set before the
 closure is first handed anywhere: what the capture then runs.

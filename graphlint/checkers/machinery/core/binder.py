@@ -181,7 +181,7 @@ class FunctionWalker(FlowState):
         # what the function does to its objects' fields (`object_marks`), gathered on the walk
         functional = record and isinstance(node, FUNCTION_NODES)
         self._fields = object_marks.FieldEffects(self.fixed_params, self.st.column) if functional else None
-        self._exited = False  # an `if` that returns has been walked: what follows may not run
+        self._exited = False  # an `if` that leaves (return, raise, break, continue) was walked
 
     @property
     def body(self) -> list[ast.stmt]:
@@ -402,8 +402,7 @@ class FunctionWalker(FlowState):
         self.walk_body(self.body)
         if not isinstance(self.node, FUNCTION_NODES):
             return
-        if self.record:
-            self._note_fields(self.node)
+        self._note_fields(self.node)
         if not self._named_calls:
             return
         wanted = frozenset().union(*(names for _, _, names, _ in self._named_calls))
@@ -415,7 +414,8 @@ class FunctionWalker(FlowState):
                 ref.passed = param_tests.passed(call, fixed, known)
 
     def _note_fields(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        """What the function does to its objects' fields, and its predicate (`object_marks`)."""
+        """What the function does to its objects' fields, and its predicate (`object_marks`);
+        nothing for code not recorded (a module's body, a walk that only reads kinds)."""
         if self._fields is None:
             return
         enclosing = self.outer.locals if self.outer is not None and not self.outer.is_module else None

@@ -147,7 +147,7 @@ class FunctionSummary(Compact):
     # Code that runs only when a test on the parameters gives a truth value (`param_tests`):
     # (test, the truth value it needs, span of the code).
     decided_spans: list[tuple[tuple, bool, tuple[int, int, int, int]]] = field(default_factory=list)
-    # What it does to the fields of the names it holds, in order (`object_marks.collect`), and,
+    # What it does to the fields of the names it holds, in order (`object_marks.FieldEffects`), and,
     # for a method that is a chain of `if <test of self's fields>: return <constant>`, that chain.
     effects: list[tuple] = field(default_factory=list)
     predicate: tuple | None = None

@@ -108,7 +108,7 @@ class CallConstants:
     ) -> None:
         """`param.field` for each object the call passes whose fields the caller knows there."""
         names, on_object = self.marks.handed(function, call.line, call.column)
-        by_position = by_position or (on_object and self._is_method(callee.qualname))
+        by_position = by_position or (on_object and self.marks.is_method(callee.qualname))
         names.update((key, value[1:].rstrip("!")) for key, value in call.passed if value[:1] == "@")
         if not names:
             return
@@ -152,9 +152,6 @@ class CallConstants:
             elif value:
                 found[param] = frozenset((value,))
         return found
-
-    def _is_method(self, qualname: str) -> bool:
-        return qualname.rpartition(".")[0] in self.classes
 
     def _unbound_method(self, target: FunctionTarget, callee: str) -> bool:
         """`Base.method(self, x)` passes `self` first; `Model(x)` (its `__init__`) does not."""

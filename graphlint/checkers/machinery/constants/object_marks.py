@@ -260,6 +260,7 @@ class ObjectMarks:
                 self._methods.setdefault(name, []).append(qualname)
         self._changes: dict[str, dict[str, Change]] = {}
         self._closures: dict[str, dict[str, frozenset[str]]] = {}
+        self._handed: dict[str, dict[tuple[int, int], tuple[str, tuple]]] = {}  # `handed`'s index
 
     # -- what a function does to the objects it is handed
     def changes(self, qualname: str, depth: int = 0) -> dict[str, Change]:
@@ -311,7 +312,7 @@ class ObjectMarks:
     def _param_change(self, qualname: str, key: str, passed: tuple | None, depth: int) -> Change:
         function = self.functions[qualname][1]
         if key == "self":
-            param = "self" if function.qualname.rpartition(".")[0] in self._owners else ""
+            param = "self" if self.is_method(function.qualname) else ""
         elif key.isdigit():
             index = int(key)
             param = function.params[index] if index < len(function.params) else ""
@@ -397,16 +398,25 @@ class ObjectMarks:
             return _agreed([self._param_change(init, "self", passed, 0) for init in inits])
         return {key: value for key, value in passed if not key.isdigit() and key not in "#*" and value[:1] not in "@%"}
 
-    @staticmethod
-    def handed(function: FunctionSummary, line: int, column: int) -> tuple[dict[str, str], bool]:
+    def handed(self, function: FunctionSummary, line: int, column: int) -> tuple[dict[str, str], bool]:
         """The names the call at (line, column) passes, by position or keyword, and whether it
         calls a method of an object (`obj.m(x)`, `self.a.m(x)`: `x` is the first parameter
-        after `self`) rather than a plain name."""
-        for effect in function.effects:
-            if effect[0] == "call" and effect[1] == line and effect[2] == column:
-                receiver = effect[3]
-                return dict(effect[5]), receiver == "." or (receiver[:1].islower() or receiver[:1] == "_")
-        return {}, False
+        after `self`) rather than a plain name. Asked for every call the capture reach
+        follows, so each function's calls are indexed once."""
+        calls = self._handed.get(function.qualname)
+        if calls is None:
+            calls = self._handed[function.qualname] = {
+                (e[1], e[2]): (e[3], e[5]) for e in function.effects if e[0] == "call"
+            }
+        found = calls.get((line, column))
+        if found is None:
+            return {}, False
+        receiver, args = found
+        return dict(args), receiver == "." or receiver[:1].islower() or receiver[:1] == "_"
+
+    def is_method(self, qualname: str) -> bool:
+        """Whether ``qualname`` is a method of a project class (it takes `self` first)."""
+        return qualname.rpartition(".")[0] in self._owners
 
     def closure_fields(self, closure: str) -> dict[str, frozenset[str]]:
         """The fields a closure's free names hold when its definer first hands it to a call:
